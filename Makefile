@@ -1,0 +1,70 @@
+# Gatehouse. `make help` lists the targets.
+GO ?= go
+SHELL := /bin/bash
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: run
+run: ensure-postgres ## run the server on 127.0.0.1:8080 (its own PostgreSQL unless DATABASE_URL is set)
+	$(GO) run ./cmd/gatehouse serve
+
+.PHONY: test
+test: ensure-postgres ## run every test (race detector on) against a real PostgreSQL
+	$(GO) test -race -count=1 ./...
+
+.PHONY: e2e
+e2e: ensure-postgres ensure-chromium ## run the browser tests in headless Chromium
+	$(GO) test -race -count=1 -tags e2e -run 'Browser' ./...
+
+.PHONY: bench
+bench: ensure-postgres ## run the benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./...
+
+.PHONY: build
+build: ## build bin/gatehouse
+	$(GO) build -o bin/gatehouse ./cmd/gatehouse
+
+.PHONY: generate
+generate: ## regenerate sqlc and templ code
+	$(GO) tool sqlc generate
+	$(GO) tool templ generate
+
+.PHONY: check-generated
+check-generated: generate ## fail when generated code is not what the sources produce
+	@if [ -n "$$(git status --porcelain -- db views)" ]; then \
+		echo "generated code is stale; run 'make generate' and commit:"; git status --short -- db views; exit 1; fi
+
+.PHONY: lint
+lint: ## go vet (with and without the e2e tag) and gofmt
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./...
+	@bad=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
+		if [ -n "$$bad" ]; then echo "gofmt wants to change:"; echo "$$bad"; exit 1; fi
+
+# PostgreSQL's server binaries run the embedded default and the tests. As
+# root, install Debian's package when they are missing.
+.PHONY: ensure-postgres
+ensure-postgres:
+	@if [ -z "$$DATABASE_URL" ] && ! command -v pg_ctl >/dev/null && ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing PostgreSQL (Debian package postgresql)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+		else \
+			echo "PostgreSQL's server binaries are missing: install the postgresql package (sudo apt-get install postgresql) or set DATABASE_URL"; exit 1; \
+		fi; \
+	fi
+
+.PHONY: ensure-chromium
+ensure-chromium:
+	@if ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing Chromium (Debian package chromium)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "Chromium is missing: install Debian's chromium package (sudo apt-get install chromium)"; exit 1; \
+		fi; \
+	fi

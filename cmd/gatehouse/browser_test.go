@@ -1,0 +1,109 @@
+//go:build e2e
+
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gatehouse/gatehouse/internal/dbtest"
+)
+
+// browser starts headless Chromium (Debian's package, never a download).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := os.Getenv("CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox, // we run as root in CI
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancelCtx(); cancelAlloc() })
+	return ctx
+}
+
+func TestBrowser_SignInSeesHomePage(t *testing.T) {
+	s := startServer(t, map[string]string{
+		"DATABASE_URL":             dbtest.MustURL(t),
+		"GATEHOUSE_ADMIN_EMAIL":    "root@example.com",
+		"GATEHOUSE_ADMIN_PASSWORD": "the admin's password",
+	})
+	ctx := browser(t)
+	signInBrowser(t, ctx, s.URL, "root@example.com", "the admin's password")
+	email := mustText(t, ctx, `[data-testid=user-email]`)
+	role := mustText(t, ctx, `[data-testid=home-role]`)
+	title, err := chromedp.Run(ctx, chromedp.Title())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if email != "root@example.com" || role != "admin" || !strings.Contains(title, "Home") {
+		t.Fatalf("home shows email %q role %q title %q", email, role, title)
+	}
+}
+
+func TestBrowser_WrongPasswordShowsMessage(t *testing.T) {
+	s := startServer(t, map[string]string{
+		"DATABASE_URL":             dbtest.MustURL(t),
+		"GATEHOUSE_ADMIN_EMAIL":    "root@example.com",
+		"GATEHOUSE_ADMIN_PASSWORD": "the admin's password",
+	})
+	ctx := browser(t)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/signin"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=email]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "root@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "not the password"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=signin-error]`)),
+	)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	msg := mustText(t, ctx, `[data-testid=signin-error]`)
+	if msg != "The email or password is wrong." {
+		t.Fatalf("message = %q", msg)
+	}
+}
+
+// signInBrowser signs in through the sign-in page and waits for the header.
+func signInBrowser(t *testing.T, ctx context.Context, base, email, password string) {
+	t.Helper()
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/signin"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=email]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), password),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=user-email]`)),
+	)
+	if err != nil {
+		t.Fatalf("sign in as %s in the browser: %v", email, err)
+	}
+}
+
+// mustText returns the visible text of the first element matching css.
+func mustText(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", css, err)
+	}
+	return strings.TrimSpace(s)
+}

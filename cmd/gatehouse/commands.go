@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/google/uuid"
+	"golang.org/x/term"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/auth"
+)
+
+// withAuth opens the database, migrates it and hands an auth service to fn.
+func withAuth(ctx context.Context, cfg Config, stderr io.Writer, fn func(*auth.Service, *slog.Logger) error) error {
+	log := newLogger(stderr, slog.LevelWarn)
+	database, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer database.Close(log)
+	pool, err := openMigratedPool(ctx, database.URL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(auth.NewService(pool, auth.DefaultPasswordParams), log)
+}
+
+func migrateCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError("migrate needs up, down or version")
+	}
+	action := args[0]
+	if action != "up" && action != "down" && action != "version" {
+		return usageError(fmt.Sprintf("migrate %s: want up, down or version", action))
+	}
+	cfg, err := loadConfig("migrate "+action, args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, slog.LevelWarn)
+	database, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer database.Close(log)
+	m, err := db.NewMigrator(database.URL)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	switch action {
+	case "up":
+		err = m.Up()
+	case "down":
+		err = m.Down()
+	}
+	if err != nil {
+		return err
+	}
+	v, dirty, err := m.Version()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "version %d", v)
+	if dirty {
+		fmt.Fprint(stdout, " (dirty: a migration failed half-way; fix the database, then force the version)")
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func userCommand(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "create" {
+		return usageError("user needs create")
+	}
+	var email, role string
+	cfg, err := loadConfig("user create", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "the user's email")
+		fs.StringVar(&role, "role", "member", "member, approver or admin")
+	})
+	if err != nil {
+		return err
+	}
+	if email == "" {
+		return usageError("user create needs --email")
+	}
+	r, err := auth.ParseRole(role)
+	if err != nil {
+		return usageError("--role must be member, approver or admin")
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		ws, err := a.EnsureDefaultWorkspace(ctx)
+		if err != nil {
+			return err
+		}
+		id, err := a.CreateUser(ctx, ws, email, password, r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "created %s user %s (%s)\n", r, strings.ToLower(email), id)
+		return nil
+	})
+}
+
+// readPassword reads one line from stdin; on a terminal it prompts and
+// does not echo.
+func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "Password: ")
+		b, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		return string(b), nil
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", usageError("the password is read from stdin, and stdin was empty")
+	}
+	return line, nil
+}
+
+func tokenCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke") {
+		return usageError("token needs create or revoke")
+	}
+	if args[0] == "revoke" {
+		var id string
+		cfg, err := loadConfig("token revoke", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
+			fs.StringVar(&id, "id", "", "the token's id (GET /api/v1/me shows it)")
+		})
+		if err != nil {
+			return err
+		}
+		tid, err := uuid.Parse(id)
+		if err != nil {
+			return usageError("token revoke needs --id with a token id")
+		}
+		return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+			if err := a.RevokeToken(ctx, tid); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "revoked %s\n", tid)
+			return nil
+		})
+	}
+	var email, kind, name string
+	cfg, err := loadConfig("token create", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "the owner's email")
+		fs.StringVar(&kind, "kind", "agent", "agent (acts for an agent on the owner's behalf) or user (acts as the owner)")
+		fs.StringVar(&name, "name", "", "a name for the agent or script")
+	})
+	if err != nil {
+		return err
+	}
+	if email == "" || name == "" {
+		return usageError("token create needs --email and --name")
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		token, err := a.CreateToken(ctx, email, auth.TokenKind(kind), name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, token)
+		return nil
+	})
+}
+
+func dbCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "url" {
+		return usageError("db needs url")
+	}
+	cfg, err := loadConfig("db url", args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, slog.LevelWarn)
+	database, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	// Leave the embedded cluster running for whoever uses the URL; the next
+	// gatehouse process to finish with it stops it.
+	if database.embedded != nil {
+		database.embedded.Detach()
+	}
+	fmt.Fprintln(stdout, database.URL)
+	return nil
+}

@@ -1,0 +1,77 @@
+// Command gatehouse is the one binary: the server and its admin commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gatehouse:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// run is the whole program, with its inputs passed in so tests can run it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError("a command is required")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		cfg, err := loadConfig("serve", rest, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stderr)
+	case "migrate":
+		return migrateCommand(ctx, rest, getenv, stdout, stderr)
+	case "user":
+		return userCommand(ctx, rest, getenv, stdin, stdout, stderr)
+	case "token":
+		return tokenCommand(ctx, rest, getenv, stdout, stderr)
+	case "db":
+		return dbCommand(ctx, rest, getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usageError(fmt.Sprintf("unknown command %q", cmd))
+}
+
+const usage = `Usage: gatehouse <command> [flags]
+
+Commands:
+  serve                      run the server (--addr, --data-dir)
+  migrate up|down|version    apply, roll back one, or show migrations
+  user create --email E --role member|approver|admin
+                             add a user; the password is read from stdin
+  token create --email E --kind agent|user --name N
+                             print a new API token (shown once)
+  token revoke --id ID       revoke an API token
+  db url                     print the database URL (starts the embedded one if needed)
+
+Every command finds its database the same way: DATABASE_URL if set,
+otherwise the embedded PostgreSQL cluster in the data directory.
+`
+
+// usageError is a mistake in the command line (exit status 2).
+type usageError string
+
+func (u usageError) Error() string { return string(u) }

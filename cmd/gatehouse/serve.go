@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/web"
+)
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// serve runs the server until ctx ends, then drains requests and stops the
+// embedded database if it started it.
+func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
+	log := newLogger(stderr, cfg.LogLevel)
+	database, err := openDatabase(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer database.Close(log)
+	pool, err := openMigratedPool(ctx, database.URL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	authSvc := auth.NewService(pool, auth.DefaultPasswordParams)
+	wsID, err := authSvc.EnsureDefaultWorkspace(ctx)
+	if err != nil {
+		return err
+	}
+	generated, err := authSvc.EnsureAdmin(ctx, wsID, cfg.AdminEmail, cfg.AdminPassword)
+	if err != nil {
+		return err
+	}
+
+	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure}, log, pool, authSvc)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	url := "http://" + ln.Addr().String()
+	if generated != "" && cfg.AdminPassword == "" {
+		// Shown once, on the terminal only: it is stored only as a hash.
+		fmt.Fprintf(stderr, "\nFirst start: created the admin %s with the password\n\n    %s\n\nIt is shown only this once. Sign in at %s/signin\n\n", cfg.AdminEmail, generated, url)
+	}
+	log.Info("listening", "url", url, "signin", url+"/signin", "admin_email", cfg.AdminEmail, "embedded_postgres", database.embedded != nil)
+
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown", "err", err)
+	}
+	return nil
+}

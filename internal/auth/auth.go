@@ -1,0 +1,300 @@
+// Package auth owns who a caller is: users and their roles in a workspace,
+// password sign-in, and API tokens for agents and scripts.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+)
+
+// Role is a user's role in a workspace.
+type Role string
+
+// Roles, least to most privileged.
+const (
+	RoleMember   Role = "member"
+	RoleApprover Role = "approver"
+	RoleAdmin    Role = "admin"
+)
+
+// ParseRole validates a role name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleMember, RoleApprover, RoleAdmin:
+		return r, nil
+	}
+	return "", apperr.Invalid("role must be member, approver or admin", apperr.FieldError{Field: "role", Message: "must be member, approver or admin"})
+}
+
+// TokenKind says whom an API token acts for.
+type TokenKind string
+
+// Token kinds: an agent token acts for an agent on behalf of its owner; a
+// user token acts as the user.
+const (
+	TokenAgent TokenKind = "agent"
+	TokenUser  TokenKind = "user"
+)
+
+// DefaultWorkspaceSlug is the workspace created on first start.
+const DefaultWorkspaceSlug = "default"
+
+// Principal is the authenticated caller of one request.
+type Principal struct {
+	UserID      uuid.UUID
+	Email       string
+	WorkspaceID uuid.UUID
+	Role        Role
+	// TokenID and TokenKind are set for API tokens, empty for browser sessions.
+	TokenID   uuid.UUID
+	TokenKind TokenKind
+	// TokenName names the agent (or script) for an API token.
+	TokenName string
+}
+
+// IsAgent reports whether the caller is an agent acting for its owner.
+func (p Principal) IsAgent() bool { return p.TokenKind == TokenAgent }
+
+// CanApprove reports whether the caller's role may resolve approval packets.
+func (p Principal) CanApprove() bool { return p.Role == RoleApprover || p.Role == RoleAdmin }
+
+// IsAdmin reports whether the caller administers the workspace.
+func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
+
+// Service is the auth service.
+type Service struct {
+	pool   *pgxpool.Pool
+	q      *db.Queries
+	params PasswordParams
+}
+
+// NewService returns an auth service that hashes new passwords with params.
+func NewService(pool *pgxpool.Pool, params PasswordParams) *Service {
+	return &Service{pool: pool, q: db.New(pool), params: params}
+}
+
+// EnsureDefaultWorkspace creates the default workspace if it is missing.
+func (s *Service) EnsureDefaultWorkspace(ctx context.Context) (uuid.UUID, error) {
+	ws, err := s.q.EnsureWorkspace(ctx, db.EnsureWorkspaceParams{Slug: DefaultWorkspaceSlug, Name: "Default workspace"})
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("auth: ensure default workspace: %w", err)
+	}
+	return ws.ID, nil
+}
+
+// NormalizeEmail lower-cases and validates an email address.
+func NormalizeEmail(email string) (string, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	addr, err := mail.ParseAddress(email)
+	if err != nil || addr.Address != email || len(email) > 254 {
+		return "", apperr.Invalid("Enter a valid email address.", apperr.FieldError{Field: "email", Message: "must be a valid email address"})
+	}
+	return email, nil
+}
+
+// CreateUser adds a user with a password and a role in the workspace.
+func (s *Service) CreateUser(ctx context.Context, workspaceID uuid.UUID, email, password string, role Role) (uuid.UUID, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("auth: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	id, err := s.createUser(ctx, s.q.WithTx(tx), workspaceID, email, password, role)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return id, tx.Commit(ctx)
+}
+
+func (s *Service) createUser(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, email, password string, role Role) (uuid.UUID, error) {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
+		return uuid.Nil, err
+	}
+	if len([]rune(password)) < MinPasswordLength {
+		return uuid.Nil, apperr.Invalid(fmt.Sprintf("The password must have at least %d characters.", MinPasswordLength),
+			apperr.FieldError{Field: "password", Message: fmt.Sprintf("must have at least %d characters", MinPasswordLength)})
+	}
+	hash, err := HashPassword(password, s.params)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	u, err := q.CreateUser(ctx, db.CreateUserParams{Email: email, PasswordHash: hash})
+	if isUniqueViolation(err) {
+		return uuid.Nil, apperr.Errorf(apperr.ECONFLICT, "A user with the email %s exists already.", email)
+	}
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("auth: create user: %w", err)
+	}
+	if err := q.AddWorkspaceMember(ctx, db.AddWorkspaceMemberParams{WorkspaceID: workspaceID, UserID: u.ID, Role: string(role)}); err != nil {
+		return uuid.Nil, fmt.Errorf("auth: add member: %w", err)
+	}
+	return u.ID, nil
+}
+
+// dummyHash is checked when the email is unknown, so a wrong email costs as
+// much time as a wrong password and does not reveal which users exist.
+var dummyHash, _ = HashPassword("not a real password", DefaultPasswordParams)
+
+// ErrBadCredentials is the one answer to a failed sign-in.
+var ErrBadCredentials = apperr.Errorf(apperr.EUNAUTH, "The email or password is wrong.")
+
+// Authenticate checks an email and password and returns the principal.
+func (s *Service) Authenticate(ctx context.Context, email, password string) (Principal, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	u, err := s.q.GetUserByEmail(ctx, email)
+	if errors.Is(err, pgx.ErrNoRows) {
+		CheckPassword(password, dummyHash)
+		return Principal{}, ErrBadCredentials
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("auth: get user: %w", err)
+	}
+	if !CheckPassword(password, u.PasswordHash) {
+		return Principal{}, ErrBadCredentials
+	}
+	return s.PrincipalForUser(ctx, u.ID)
+}
+
+// PrincipalForUser loads a signed-in user's principal (their role in their
+// workspace). A user without a membership gets EUNAUTH.
+func (s *Service) PrincipalForUser(ctx context.Context, userID uuid.UUID) (Principal, error) {
+	m, err := s.q.GetMembership(ctx, userID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, apperr.Errorf(apperr.EUNAUTH, "Sign in again.")
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("auth: membership: %w", err)
+	}
+	return Principal{UserID: m.UserID, Email: m.Email, WorkspaceID: m.WorkspaceID, Role: Role(m.Role)}, nil
+}
+
+// EnsureAdmin creates the first admin when the workspace has none. With an
+// empty password it generates one; it returns the password it set (to be
+// shown once) or "" when an admin existed already. Safe to race: a
+// transaction-scoped advisory lock serialises concurrent first starts.
+func (s *Service) EnsureAdmin(ctx context.Context, workspaceID uuid.UUID, email, password string) (string, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("auth: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	if err := q.LockFirstAdmin(ctx); err != nil {
+		return "", fmt.Errorf("auth: lock: %w", err)
+	}
+	n, err := q.CountAdmins(ctx, workspaceID)
+	if err != nil {
+		return "", fmt.Errorf("auth: count admins: %w", err)
+	}
+	if n > 0 {
+		return "", nil
+	}
+	if password == "" {
+		password = GeneratePassword()
+	}
+	if _, err := s.createUser(ctx, q, workspaceID, email, password, RoleAdmin); err != nil {
+		return "", fmt.Errorf("auth: create first admin: %w", err)
+	}
+	return password, tx.Commit(ctx)
+}
+
+// tokenPrefix marks Gatehouse tokens so secret scanners can recognise them.
+const tokenPrefix = "gh_"
+
+// CreateToken issues an API token for the user with that email. The token
+// is returned once; only its SHA-256 is stored.
+func (s *Service) CreateToken(ctx context.Context, email string, kind TokenKind, name string) (string, error) {
+	if kind != TokenAgent && kind != TokenUser {
+		return "", apperr.Invalid("kind must be agent or user", apperr.FieldError{Field: "kind", Message: "must be agent or user"})
+	}
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 100 {
+		return "", apperr.Invalid("name must have 1 to 100 characters", apperr.FieldError{Field: "name", Message: "must have 1 to 100 characters"})
+	}
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return "", err
+	}
+	u, err := s.q.GetUserByEmail(ctx, email)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", apperr.Errorf(apperr.ENOTFOUND, "No user has the email %s.", email)
+	}
+	if err != nil {
+		return "", fmt.Errorf("auth: get user: %w", err)
+	}
+	p, err := s.PrincipalForUser(ctx, u.ID)
+	if err != nil {
+		return "", err
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("auth: token: %w", err)
+	}
+	token := tokenPrefix + string(kind[0]) + "_" + base64.RawURLEncoding.EncodeToString(raw)
+	sum := sha256.Sum256([]byte(token))
+	if _, err := s.q.CreateAPIToken(ctx, db.CreateAPITokenParams{
+		WorkspaceID: p.WorkspaceID, UserID: u.ID, Kind: string(kind), Name: name, TokenHash: sum[:],
+	}); err != nil {
+		return "", fmt.Errorf("auth: store token: %w", err)
+	}
+	return token, nil
+}
+
+// ErrBadToken is the one answer to a wrong, unknown or revoked token.
+var ErrBadToken = apperr.Errorf(apperr.EUNAUTH, "The bearer token is missing, unknown or revoked.")
+
+// AuthenticateToken resolves a bearer token to its principal.
+func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principal, error) {
+	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 100 {
+		return Principal{}, ErrBadToken
+	}
+	sum := sha256.Sum256([]byte(token))
+	row, err := s.q.LookupAPIToken(ctx, sum[:])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrBadToken
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
+	}
+	// Best effort: a failed touch must not fail the request.
+	_ = s.q.TouchAPIToken(ctx, row.ID)
+	return Principal{
+		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
+		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name,
+	}, nil
+}
+
+// RevokeToken revokes a token by id.
+func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
+	n, err := s.q.RevokeAPIToken(ctx, id)
+	if err != nil {
+		return fmt.Errorf("auth: revoke token: %w", err)
+	}
+	if n == 0 {
+		return apperr.Errorf(apperr.ENOTFOUND, "No live token has that id.")
+	}
+	return nil
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}

@@ -1,0 +1,2 @@
+-- name: DeleteExpiredSessions :execrows
+DELETE FROM sessions WHERE expiry < now();

@@ -1,0 +1,11 @@
+-- name: GetWorkspaceBySlug :one
+SELECT * FROM workspaces WHERE slug = $1;
+
+-- name: GetWorkspace :one
+SELECT * FROM workspaces WHERE id = $1;
+
+-- name: EnsureWorkspace :one
+-- Creates the workspace if it is missing; safe to race from several instances.
+INSERT INTO workspaces (slug, name) VALUES ($1, $2)
+ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
+RETURNING *;

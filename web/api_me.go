@@ -1,0 +1,30 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+type meToken struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+}
+
+type meResponse struct {
+	UserID      string  `json:"user_id"`
+	Email       string  `json:"email"`
+	WorkspaceID string  `json:"workspace_id"`
+	Role        string  `json:"role"`
+	Token       meToken `json:"token"`
+}
+
+// apiMe handles "GET /api/v1/me": who the bearer token acts for.
+func (s *Server) apiMe(c echo.Context) error {
+	p := principal(c)
+	return c.JSON(http.StatusOK, meResponse{
+		UserID: p.UserID.String(), Email: p.Email, WorkspaceID: p.WorkspaceID.String(), Role: string(p.Role),
+		Token: meToken{ID: p.TokenID.String(), Kind: string(p.TokenKind), Name: p.TokenName},
+	})
+}

@@ -1,0 +1,157 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/views"
+)
+
+var codeStatus = map[string]int{
+	apperr.EINVALID:   http.StatusUnprocessableEntity,
+	apperr.EBADREQ:    http.StatusBadRequest,
+	apperr.EUNAUTH:    http.StatusUnauthorized,
+	apperr.EFORBIDDEN: http.StatusForbidden,
+	apperr.ENOTFOUND:  http.StatusNotFound,
+	apperr.ECONFLICT:  http.StatusConflict,
+	apperr.EGONE:      http.StatusGone,
+	apperr.ERATELIMIT: http.StatusTooManyRequests,
+	apperr.EINTERNAL:  http.StatusInternalServerError,
+}
+
+var statusCode = map[int]string{
+	http.StatusBadRequest:            apperr.EBADREQ,
+	http.StatusUnauthorized:          apperr.EUNAUTH,
+	http.StatusForbidden:             apperr.EFORBIDDEN,
+	http.StatusNotFound:              apperr.ENOTFOUND,
+	http.StatusMethodNotAllowed:      "method_not_allowed",
+	http.StatusConflict:              apperr.ECONFLICT,
+	http.StatusGone:                  apperr.EGONE,
+	http.StatusRequestEntityTooLarge: "too_large",
+	http.StatusUnsupportedMediaType:  "unsupported_media_type",
+	http.StatusUnprocessableEntity:   apperr.EINVALID,
+	http.StatusTooManyRequests:       apperr.ERATELIMIT,
+	http.StatusServiceUnavailable:    "unavailable",
+}
+
+// problem is an RFC 9457 problem+json body.
+type problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail"`
+	Code      string              `json:"code"`
+	RequestID string              `json:"request_id,omitempty"`
+	Errors    []apperr.FieldError `json:"errors,omitempty"`
+	Extra     map[string]any      `json:"-"`
+}
+
+// toProblem turns any error into what the caller may see. Only errors that
+// carry a code (apperr.Error, echo.HTTPError) show their message.
+func toProblem(err error) problem {
+	var ae *apperr.Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+		status, ok := codeStatus[ae.Code]
+		if !ok {
+			status = http.StatusInternalServerError
+		}
+		return problem{Status: status, Code: ae.Code, Detail: ae.Message, Errors: ae.Fields, Extra: ae.Extra}
+	case errors.As(err, &he):
+		code, ok := statusCode[he.Code]
+		if !ok {
+			code = apperr.EINTERNAL
+		}
+		detail := http.StatusText(he.Code)
+		if msg, ok := he.Message.(string); ok && he.Code < 500 {
+			detail = sentence(msg)
+		}
+		if he.Code >= 500 {
+			detail = "Internal error."
+		}
+		return problem{Status: he.Code, Code: code, Detail: detail}
+	default:
+		return problem{Status: http.StatusInternalServerError, Code: apperr.EINTERNAL, Detail: "Internal error."}
+	}
+}
+
+// handleError is the one error handler: problem+json under /api/, an htmx
+// fragment for htmx requests, an error page otherwise. It logs only what
+// the caller could not have caused.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	p := toProblem(err)
+	p.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	p.Title = http.StatusText(p.Status)
+	p.Type = "urn:gatehouse:problem:" + p.Code
+	if p.Status >= 500 {
+		s.log.Error("request failed", "err", err, "request_id", p.RequestID, "method", c.Request().Method, "path", c.Request().URL.Path)
+	}
+	if p.Status == http.StatusUnauthorized && isAPI(c) {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
+	}
+
+	var werr error
+	switch {
+	case c.Request().Method == http.MethodHead:
+		werr = c.NoContent(p.Status)
+	case isAPI(c) || wantsJSON(c):
+		body := map[string]any{}
+		for k, v := range p.Extra {
+			body[k] = v
+		}
+		body["type"], body["title"], body["status"], body["detail"], body["code"] = p.Type, p.Title, p.Status, p.Detail, p.Code
+		if p.RequestID != "" {
+			body["request_id"] = p.RequestID
+		}
+		if len(p.Errors) > 0 {
+			body["errors"] = p.Errors
+		}
+		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
+		c.Response().WriteHeader(p.Status)
+		werr = jsonEncode(c.Response(), body)
+	case isHTMX(c):
+		msg := p.Detail
+		if p.Status >= 500 {
+			msg = fmt.Sprintf("Internal error (request id %s).", p.RequestID)
+		}
+		werr = render(c, p.Status, views.ErrorFragment(msg))
+	default:
+		werr = render(c, p.Status, views.ErrorPage(s.shell(c, p.Title, ""), views.ErrorView{
+			Status: p.Status, Title: p.Title, Message: p.Detail, RequestID: p.RequestID,
+		}))
+	}
+	if werr != nil {
+		s.log.Warn("writing error response", "err", werr, "request_id", p.RequestID)
+	}
+}
+
+func isAPI(c echo.Context) bool  { return strings.HasPrefix(c.Request().URL.Path, "/api/") }
+func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
+
+// wantsJSON is true for callers that ask for JSON outside /api/ (the admin
+// JSON endpoints, health checks).
+func wantsJSON(c echo.Context) bool {
+	accept := c.Request().Header.Get(echo.HeaderAccept)
+	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
+}
+
+// sentence capitalises a library message and ends it with a full stop.
+func sentence(s string) string {
+	if s == "" {
+		return s
+	}
+	s = strings.ToUpper(s[:1]) + s[1:]
+	if !strings.HasSuffix(s, ".") {
+		s += "."
+	}
+	return s
+}

@@ -1,0 +1,179 @@
+package web
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/alexedwards/scs/v2"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/views"
+)
+
+const (
+	principalKey  = "principal"
+	sessionUserID = "user_id"
+)
+
+// logRequests writes one structured log line per request.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		LogStatus: true, LogURIPath: true, LogMethod: true, LogLatency: true, LogRequestID: true,
+		HandleError: true, // run the error handler first, so the status is the one sent
+		Skipper:     func(c echo.Context) bool { return strings.HasPrefix(c.Request().URL.Path, "/static/") },
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			level := slog.LevelInfo
+			if v.Status >= 500 {
+				level = slog.LevelError
+			}
+			s.log.LogAttrs(c.Request().Context(), level, "request",
+				slog.String("method", v.Method), slog.String("path", v.URIPath), slog.Int("status", v.Status),
+				slog.Duration("latency", v.Latency), slog.String("request_id", v.RequestID))
+			return nil
+		},
+	})(next)
+}
+
+// recoverPanics turns a panic into a logged internal error.
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return middleware.RecoverWithConfig(middleware.RecoverConfig{
+		LogErrorFunc: func(c echo.Context, err error, stack []byte) error {
+			s.log.Error("panic", "err", err, "stack", string(stack), "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			return err
+		},
+	})(next)
+}
+
+// loadSession loads the browser session and commits it just before the
+// response is written, whatever wrote it (a handler or the error handler).
+func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		var token string
+		if ck, err := c.Cookie(s.sessions.Cookie.Name); err == nil {
+			token = ck.Value
+		}
+		ctx, err := s.sessions.Load(c.Request().Context(), token)
+		if err != nil {
+			return err
+		}
+		c.SetRequest(c.Request().WithContext(ctx))
+		c.Response().Header().Add("Vary", "Cookie")
+		c.Response().Before(func() {
+			ctx := c.Request().Context()
+			switch s.sessions.Status(ctx) {
+			case scs.Modified:
+				token, expiry, err := s.sessions.Commit(ctx)
+				if err != nil {
+					s.log.Error("session commit", "err", err)
+					return
+				}
+				s.sessions.WriteSessionCookie(ctx, c.Response(), token, expiry)
+			case scs.Destroyed:
+				s.sessions.WriteSessionCookie(ctx, c.Response(), "", time.Time{})
+			}
+		})
+		return next(c)
+	}
+}
+
+// requireUser lets signed-in users through and sends others to sign in.
+func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		id, err := uuid.Parse(s.sessions.GetString(ctx, sessionUserID))
+		if err == nil {
+			p, perr := s.auth.PrincipalForUser(ctx, id)
+			if perr == nil {
+				c.Set(principalKey, p)
+				return next(c)
+			}
+			if apperr.Code(perr) != apperr.EUNAUTH {
+				return perr
+			}
+		}
+		signin := "/signin?next=" + url.QueryEscape(c.Request().URL.RequestURI())
+		if isHTMX(c) {
+			c.Response().Header().Set("HX-Redirect", signin)
+			return c.NoContent(http.StatusUnauthorized)
+		}
+		if c.Request().Method == http.MethodGet && !wantsJSON(c) {
+			return c.Redirect(http.StatusSeeOther, signin)
+		}
+		return apperr.Errorf(apperr.EUNAUTH, "Sign in first.")
+	}
+}
+
+// requireApprover admits approvers and admins.
+func (s *Server) requireApprover(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !principal(c).CanApprove() {
+			return apperr.Errorf(apperr.EFORBIDDEN, "This page is for approvers and admins.")
+		}
+		return next(c)
+	}
+}
+
+// requireToken authenticates API callers by bearer token.
+func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		token, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return auth.ErrBadToken
+		}
+		p, err := s.auth.AuthenticateToken(c.Request().Context(), strings.TrimSpace(token))
+		if err != nil {
+			return err
+		}
+		c.Set(principalKey, p)
+		return next(c)
+	}
+}
+
+// principal returns the authenticated caller; the zero value outside
+// authenticated routes.
+func principal(c echo.Context) auth.Principal {
+	p, _ := c.Get(principalKey).(auth.Principal)
+	return p
+}
+
+// shell builds the layout's view model for this request.
+func (s *Server) shell(c echo.Context, title, nav string) views.Shell {
+	sh := views.Shell{Title: title, Nav: nav}
+	sh.CSRF, _ = c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
+	if p, ok := c.Get(principalKey).(auth.Principal); ok && p.TokenKind == "" {
+		sh.User = &views.ShellUser{Email: p.Email, Role: string(p.Role), CanApprove: p.CanApprove()}
+	}
+	return sh
+}
+
+// render writes a templ component as an HTML response.
+func render(c echo.Context, status int, comp templ.Component) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	c.Response().WriteHeader(status)
+	return comp.Render(c.Request().Context(), c.Response())
+}
+
+func jsonEncode(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// localPath keeps a redirect target on this site.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,146 @@
+package web
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+)
+
+// OpenAPIDocument is the REST contract: the source of truth for /api/v1.
+//
+//go:embed openapi.yaml
+var OpenAPIDocument []byte
+
+type apiSpec struct {
+	doc    *openapi3.T
+	router routers.Router
+}
+
+func loadAPISpec() (*apiSpec, error) {
+	doc, err := LoadOpenAPI()
+	if err != nil {
+		return nil, err
+	}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		return nil, fmt.Errorf("web: openapi router: %w", err)
+	}
+	return &apiSpec{doc: doc, router: router}, nil
+}
+
+// LoadOpenAPI parses and validates the embedded OpenAPI document.
+func LoadOpenAPI() (*openapi3.T, error) {
+	doc, err := openapi3.NewLoader().LoadFromData(OpenAPIDocument)
+	if err != nil {
+		return nil, fmt.Errorf("web: load openapi.yaml: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("web: openapi.yaml is invalid: %w", err)
+	}
+	return doc, nil
+}
+
+// openAPIDocument handles "GET /api/v1/openapi.yaml".
+func (s *Server) openAPIDocument(c echo.Context) error {
+	return c.Blob(http.StatusOK, "application/yaml", OpenAPIDocument)
+}
+
+// validateAPIRequest checks every API request against openapi.yaml: a
+// malformed body is 400, a body or parameter that breaks the schema is 422
+// naming each field. Routes the document does not describe fall through to
+// echo (404 or 405).
+func (s *Server) validateAPIRequest(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		route, params, err := s.api.router.FindRoute(req)
+		if err != nil {
+			return next(c)
+		}
+		err = openapi3filter.ValidateRequest(req.Context(), &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{
+				AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // requireToken did it
+				MultiError:         true,
+			},
+		})
+		if err != nil {
+			return requestProblem(err)
+		}
+		return next(c)
+	}
+}
+
+// requestProblem turns kin-openapi's validation errors into one EINVALID
+// (or EBADREQ for a body that is not JSON) naming each field at fault.
+func requestProblem(err error) error {
+	var fields []apperr.FieldError
+	malformed := false
+	var walk func(error)
+	walk = func(err error) {
+		var multi openapi3.MultiError
+		if errors.As(err, &multi) {
+			for _, e := range multi {
+				walk(e)
+			}
+			return
+		}
+		var se *openapi3.SchemaError
+		var re *openapi3filter.RequestError
+		switch {
+		case errors.As(err, &se):
+			field := strings.Join(se.JSONPointer(), ".")
+			if errors.As(err, &re) && re.Parameter != nil {
+				field = joinField(re.Parameter.Name, field)
+			}
+			fields = append(fields, apperr.FieldError{Field: field, Message: se.Reason})
+		case errors.As(err, &re):
+			var pe *openapi3filter.ParseError
+			if errors.As(re.Err, &pe) || re.Reason == "header Content-Type has unexpected value" {
+				malformed = true
+			}
+			switch {
+			case re.Parameter != nil:
+				fields = append(fields, apperr.FieldError{Field: re.Parameter.Name, Message: re.Error()})
+			case re.RequestBody != nil && re.Err == nil:
+				fields = append(fields, apperr.FieldError{Field: "body", Message: re.Reason})
+			default:
+				fields = append(fields, apperr.FieldError{Field: "body", Message: re.Error()})
+			}
+		default:
+			fields = append(fields, apperr.FieldError{Field: "", Message: err.Error()})
+		}
+	}
+	walk(err)
+	if malformed {
+		return &apperr.Error{Code: apperr.EBADREQ, Message: "The request body must be a JSON object sent as application/json.", Fields: fields}
+	}
+	names := make([]string, 0, len(fields))
+	for _, f := range fields {
+		if f.Field != "" {
+			names = append(names, f.Field)
+		}
+	}
+	msg := "The request is invalid."
+	if len(names) > 0 {
+		msg = "Invalid fields: " + strings.Join(names, ", ") + "."
+	}
+	return apperr.Invalid(msg, fields...)
+}
+
+func joinField(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "." + b
+}

@@ -1,0 +1,66 @@
+package web
+
+import (
+	"net/http"
+	"slices"
+
+	"github.com/labstack/echo-contrib/echoprometheus"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
+
+// routes is every route of the application, in one place.
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = s.handleError
+
+	e.Use(middleware.RequestID())
+	e.Use(s.recoverPanics)
+	e.Use(s.logRequests)
+	e.Use(echoprometheus.NewMiddlewareWithConfig(echoprometheus.MiddlewareConfig{
+		Registerer: s.metrics,
+		Skipper:    func(c echo.Context) bool { return c.Path() == "/metrics" },
+	}))
+	e.Use(middleware.BodyLimit("1M"))
+	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
+		XSSProtection:         "0",
+		ContentTypeNosniff:    "nosniff",
+		XFrameOptions:         "DENY",
+		ReferrerPolicy:        "same-origin",
+		ContentSecurityPolicy: "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+		HSTSMaxAge:            31536000,
+	}))
+
+	// Operations.
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echoprometheus.NewHandlerWithConfig(echoprometheus.HandlerConfig{Gatherer: s.metrics}))
+	e.StaticFS("/static", staticFiles())
+
+	// REST API: bearer tokens, requests validated against openapi.yaml.
+	e.GET("/api/v1/openapi.yaml", s.openAPIDocument)
+	api := e.Group("/api/v1", s.requireToken, s.validateAPIRequest)
+	api.GET("/me", s.apiMe)
+
+	// Browser pages: cookie sessions and CSRF on every one.
+	csrf := middleware.CSRFWithConfig(middleware.CSRFConfig{
+		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
+		CookieName:     "gatehouse_csrf",
+		CookiePath:     "/",
+		CookieHTTPOnly: true,
+		CookieSecure:   s.cfg.CookieSecure,
+		CookieSameSite: http.SameSiteLaxMode,
+	})
+	session := []echo.MiddlewareFunc{s.loadSession, csrf}
+	signedIn := slices.Concat(session, []echo.MiddlewareFunc{s.requireUser})
+	approver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireApprover})
+
+	e.GET("/signin", s.signInPage, session...)
+	e.POST("/signin", s.signIn, session...)
+	e.POST("/signout", s.signOut, session...)
+	e.GET("/", s.homePage, signedIn...)
+	e.GET("/admin", s.adminPage, approver...)
+	return e
+}

@@ -1,0 +1,127 @@
+// Package web is the HTTP edge: echo routes, the HTML and JSON handlers,
+// middleware and static assets. Handlers translate HTTP to service calls and
+// back; they hold no SQL and no policy.
+package web
+
+import (
+	"context"
+	"embed"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/alexedwards/scs/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/auth"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+// Config holds what the web layer needs from the process configuration.
+type Config struct {
+	// CookieSecure marks the session and CSRF cookies Secure.
+	CookieSecure bool
+	// SessionLifetime bounds a browser session; SessionIdle ends an unused one.
+	SessionLifetime time.Duration
+	SessionIdle     time.Duration
+}
+
+// Server is the HTTP application.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	q        *db.Queries
+	auth     *auth.Service
+	sessions *scs.SessionManager
+	stop     context.CancelFunc
+	stopped  chan struct{}
+	metrics  *prometheus.Registry
+	api      *apiSpec
+	echo     *echo.Echo
+}
+
+// New builds the server and its routes.
+func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, authSvc *auth.Service) (*Server, error) {
+	if cfg.SessionLifetime == 0 {
+		cfg.SessionLifetime = 7 * 24 * time.Hour
+	}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = 24 * time.Hour
+	}
+	spec, err := loadAPISpec()
+	if err != nil {
+		return nil, err
+	}
+	// pgxstore's own cleanup goroutine races on stop; sweepSessions does it.
+	store := pgxstore.NewWithCleanupInterval(pool, 0)
+	sm := scs.New()
+	sm.Store = store
+	sm.Lifetime = cfg.SessionLifetime
+	sm.IdleTimeout = cfg.SessionIdle
+	sm.Cookie.Name = "gatehouse_session"
+	sm.Cookie.HttpOnly = true
+	sm.Cookie.Secure = cfg.CookieSecure
+	sm.Cookie.SameSite = http.SameSiteLaxMode
+	sm.Cookie.Persist = true
+
+	s := &Server{
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: authSvc,
+		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
+	}
+	s.echo = s.routes()
+	var bg context.Context
+	bg, s.stop = context.WithCancel(context.Background())
+	go s.sweepSessions(bg, 10*time.Minute)
+	return s, nil
+}
+
+// ServeHTTP makes the server an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Close stops the server's background work (the session sweep).
+func (s *Server) Close() {
+	s.stop()
+	<-s.stopped
+}
+
+// sweepSessions deletes expired sessions now and then.
+func (s *Server) sweepSessions(ctx context.Context, every time.Duration) {
+	defer close(s.stopped)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.q.DeleteExpiredSessions(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("sweeping sessions", "err", err)
+			} else if n > 0 {
+				s.log.Debug("swept expired sessions", "count", n)
+			}
+		}
+	}
+}
+
+func staticFiles() fs.FS {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+// ready reports whether the database answers within a short deadline.
+func (s *Server) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return s.pool.Ping(ctx)
+}

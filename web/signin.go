@@ -1,0 +1,43 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/views"
+)
+
+// signInPage handles "GET /signin".
+func (s *Server) signInPage(c echo.Context) error {
+	return render(c, http.StatusOK, views.SignInPage(s.shell(c, "Sign in", ""), views.SignInForm{Next: localPath(c.QueryParam("next"))}))
+}
+
+// signIn handles "POST /signin".
+func (s *Server) signIn(c echo.Context) error {
+	form := views.SignInForm{Email: c.FormValue("email"), Next: localPath(c.FormValue("next"))}
+	ctx := c.Request().Context()
+	p, err := s.auth.Authenticate(ctx, form.Email, c.FormValue("password"))
+	if apperr.Code(err) == apperr.EUNAUTH {
+		form.Error = apperr.Message(err)
+		return render(c, http.StatusUnprocessableEntity, views.SignInPage(s.shell(c, "Sign in", ""), form))
+	}
+	if err != nil {
+		return err
+	}
+	// A new session id on sign-in defeats session fixation.
+	if err := s.sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	s.sessions.Put(ctx, sessionUserID, p.UserID.String())
+	return c.Redirect(http.StatusSeeOther, form.Next)
+}
+
+// signOut handles "POST /signout".
+func (s *Server) signOut(c echo.Context) error {
+	if err := s.sessions.Destroy(c.Request().Context()); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/signin")
+}
