@@ -53,7 +53,9 @@ func Main(m *testing.M) {
 }
 
 // DataDir is where the test cluster lives when TEST_DATABASE_URL is unset.
-func DataDir() string { return filepath.Join(os.TempDir(), fmt.Sprintf("gatehouse-test-%d", os.Getuid())) }
+func DataDir() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("gatehouse-test-%d", os.Getuid()))
+}
 
 func setup(tb testing.TB) (string, string) {
 	tb.Helper()
