@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type ApiToken struct {
@@ -34,6 +35,60 @@ type AuditEvent struct {
 	SubjectID    string
 	Data         json.RawMessage
 	CreatedAt    time.Time
+}
+
+type Conversation struct {
+	ID             uuid.UUID
+	WorkspaceID    uuid.UUID
+	OwnerID        uuid.UUID
+	Title          string
+	PermissionMode string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type Message struct {
+	ID             int64
+	ConversationID uuid.UUID
+	Role           string
+	Content        string
+	ProposalID     uuid.NullUUID
+	AuthorUserID   uuid.NullUUID
+	CreatedAt      time.Time
+}
+
+type Proposal struct {
+	ID                uuid.UUID
+	WorkspaceID       uuid.UUID
+	ConversationID    uuid.UUID
+	ProposedByUserID  uuid.UUID
+	ProposedByTokenID uuid.NullUUID
+	ProposedByKind    string
+	Tool              string
+	Effect            string
+	Arguments         json.RawMessage
+	Rationale         string
+	PermissionMode    string
+	Disposition       string
+	Status            string
+	AppliedArguments  []byte
+	Result            []byte
+	Error             pgtype.Text
+	RejectionReason   pgtype.Text
+	ResolvedByUserID  uuid.NullUUID
+	ApplyPath         pgtype.Text
+	CreatedAt         time.Time
+	ResolvedAt        *time.Time
+}
+
+type Record struct {
+	WorkspaceID uuid.UUID
+	Collection  string
+	Key         string
+	Value       json.RawMessage
+	Notes       json.RawMessage
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type Session struct {

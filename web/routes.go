@@ -43,6 +43,17 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/api/v1/openapi.yaml", s.openAPIDocument)
 	api := e.Group("/api/v1", s.requireToken, s.validateAPIRequest)
 	api.GET("/me", s.apiMe)
+	api.GET("/tools", s.apiListTools)
+	api.POST("/conversations", s.apiCreateConversation)
+	api.GET("/conversations", s.apiListConversations)
+	api.GET("/conversations/:id", s.apiGetConversation)
+	api.PATCH("/conversations/:id", s.apiUpdateConversation)
+	api.POST("/conversations/:id/messages", s.apiPostMessage)
+	api.GET("/conversations/:id/messages", s.apiListMessages)
+	api.POST("/conversations/:id/tool-calls", s.apiProposeToolCall)
+	api.GET("/proposals/:id", s.apiGetProposal)
+	api.POST("/proposals/:id/apply", s.apiApplyProposal)
+	api.POST("/proposals/:id/reject", s.apiRejectProposal)
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(middleware.CSRFConfig{

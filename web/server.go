@@ -19,6 +19,9 @@ import (
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 //go:embed static
@@ -40,6 +43,8 @@ type Server struct {
 	pool     *pgxpool.Pool
 	q        *db.Queries
 	auth     *auth.Service
+	convs    *conversations.Service
+	props    *proposals.Service
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
 	stopped  chan struct{}
@@ -48,8 +53,24 @@ type Server struct {
 	echo     *echo.Echo
 }
 
+// Services are the domain services the handlers call.
+type Services struct {
+	Auth          *auth.Service
+	Conversations *conversations.Service
+	Proposals     *proposals.Service
+}
+
+// NewServices builds every service on one pool.
+func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParams) Services {
+	return Services{
+		Auth:          auth.NewService(pool, params),
+		Conversations: conversations.NewService(pool),
+		Proposals:     proposals.NewService(pool, tools.Builtin(), log),
+	}
+}
+
 // New builds the server and its routes.
-func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, authSvc *auth.Service) (*Server, error) {
+func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Server, error) {
 	if cfg.SessionLifetime == 0 {
 		cfg.SessionLifetime = 7 * 24 * time.Hour
 	}
@@ -73,7 +94,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, authSvc *auth.Service
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: authSvc,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, props: svc.Proposals,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
 	s.echo = s.routes()

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -45,12 +46,13 @@ func newEnv(t *testing.T) *env {
 
 func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	t.Helper()
-	a := auth.NewService(pool, auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1})
+	svc := web.NewServices(pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1})
+	a := svc.Auth
 	ws, err := a.EnsureDefaultWorkspace(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{CookieSecure: true}, slog.New(slog.DiscardHandler), pool, a)
+	srv, err := web.New(web.Config{CookieSecure: true}, slog.New(slog.DiscardHandler), pool, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,20 +184,26 @@ func (e *env) api(method, path, token string, body any) (*http.Response, map[str
 	return resp, out
 }
 
-var specRouter routers.Router
+var (
+	specOnce   sync.Once
+	specRouter routers.Router
+	specErr    error
+)
 
 // checkAgainstSpec fails the test when a response of a documented operation
 // does not match openapi.yaml.
 func checkAgainstSpec(t *testing.T, req *http.Request, reqBody []byte, resp *http.Response, body []byte) {
 	t.Helper()
-	if specRouter == nil {
+	specOnce.Do(func() {
 		doc, err := web.LoadOpenAPI()
 		if err != nil {
-			t.Fatal(err)
+			specErr = err
+			return
 		}
-		if specRouter, err = gorillamux.NewRouter(doc); err != nil {
-			t.Fatal(err)
-		}
+		specRouter, specErr = gorillamux.NewRouter(doc)
+	})
+	if specErr != nil {
+		t.Fatal(specErr)
 	}
 	u, _ := url.Parse(req.URL.String())
 	r2, _ := http.NewRequest(req.Method, u.Path+"?"+u.RawQuery, bytes.NewReader(reqBody))
@@ -219,7 +227,7 @@ func checkAgainstSpec(t *testing.T, req *http.Request, reqBody []byte, resp *htt
 // newEnvWithPool serves with an arbitrary pool (one whose database is down).
 func newEnvWithPool(t *testing.T, pool *pgxpool.Pool, a *auth.Service) string {
 	t.Helper()
-	srv, err := web.New(web.Config{}, slog.New(slog.DiscardHandler), pool, a)
+	srv, err := web.New(web.Config{}, slog.New(slog.DiscardHandler), pool, web.Services{Auth: a})
 	if err != nil {
 		t.Fatal(err)
 	}

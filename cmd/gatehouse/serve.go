@@ -33,7 +33,8 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	defer pool.Close()
 
-	authSvc := auth.NewService(pool, auth.DefaultPasswordParams)
+	svc := web.NewServices(pool, log, auth.DefaultPasswordParams)
+	authSvc := svc.Auth
 	wsID, err := authSvc.EnsureDefaultWorkspace(ctx)
 	if err != nil {
 		return err
@@ -43,7 +44,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 
-	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure}, log, pool, authSvc)
+	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure}, log, pool, svc)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,422 @@
+// Package proposals owns a tool call's life: Propose validates, decides and
+// records it; Apply is the one path by which any proposal reaches effect,
+// for the auto path and the human path alike.
+package proposals
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+// Statuses of a proposal.
+const (
+	StatusPending  = "pending"
+	StatusApplying = "applying"
+	StatusApplied  = "applied"
+	StatusRejected = "rejected"
+	StatusFailed   = "failed"
+)
+
+// Apply paths, recorded on the proposal and in its audit row.
+const (
+	PathAuto  = "auto"
+	PathHuman = "human"
+)
+
+// Proposal is a proposed tool call and what became of it.
+type Proposal struct {
+	ID               uuid.UUID
+	ConversationID   uuid.UUID
+	Tool             string
+	Effect           policy.Effect
+	Arguments        json.RawMessage
+	AppliedArguments json.RawMessage // set when the owner edited before applying
+	Rationale        string
+	PermissionMode   policy.PermissionMode
+	Disposition      policy.Disposition
+	Status           string
+	Result           json.RawMessage
+	Error            string
+	RejectionReason  string
+	ApplyPath        string
+	ProposedBy       string // "agent" or "user"
+	CreatedAt        time.Time
+	ResolvedAt       *time.Time
+}
+
+// Input is a proposed call as the caller sent it.
+type Input struct {
+	Tool      string
+	Arguments json.RawMessage
+	Rationale string
+}
+
+// Service is the propose → apply service.
+type Service struct {
+	pool  *pgxpool.Pool
+	q     *db.Queries
+	tools *tools.Registry
+	log   *slog.Logger
+}
+
+// NewService returns the service.
+func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
+	return &Service{pool: pool, q: db.New(pool), tools: registry, log: log}
+}
+
+// ErrNotFound is what a caller gets for a proposal that is not theirs.
+var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such proposal.")
+
+// Propose validates a call, decides its disposition from the conversation's
+// permission mode (read from the row now, never cached), records it with its
+// audit row, and applies it at once when the decision allows.
+func (s *Service) Propose(ctx context.Context, p auth.Principal, conversationID uuid.UUID, in Input) (Proposal, error) {
+	tool, ok := s.tools.Get(in.Tool)
+	if !ok {
+		return Proposal{}, &apperr.Error{Code: apperr.ENOTFOUND, Message: fmt.Sprintf("No tool is named %q.", in.Tool),
+			Fields: []apperr.FieldError{{Field: "tool", Message: "unknown tool"}}}
+	}
+	var fields []apperr.FieldError
+	rationale := strings.TrimSpace(in.Rationale)
+	if n := utf8.RuneCountInString(rationale); n < 10 || n > 500 {
+		fields = append(fields, apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"})
+	}
+	args, err := compact(in.Arguments)
+	if err == nil {
+		err = tool.ValidateArguments(args)
+	}
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		fields = append(fields, ae.Fields...)
+	} else if err != nil {
+		return Proposal{}, err
+	}
+	if len(fields) > 0 {
+		names := make([]string, len(fields))
+		for i, f := range fields {
+			names[i] = f.Field
+		}
+		return Proposal{}, apperr.Invalid("Invalid fields: "+strings.Join(names, ", ")+".", fields...)
+	}
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: conversationID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Proposal{}, conversations.ErrNotFound
+	}
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: read conversation: %w", err)
+	}
+	mode := policy.PermissionMode(conv.PermissionMode)
+	disposition := policy.DecideToolDisposition(tool.Effect, mode)
+	kind := "user"
+	if p.IsAgent() {
+		kind = "agent"
+	}
+	row, err := q.InsertProposal(ctx, db.InsertProposalParams{
+		WorkspaceID: p.WorkspaceID, ConversationID: conv.ID, ProposedByUserID: p.UserID,
+		ProposedByTokenID: nullUUID(p.TokenID), ProposedByKind: kind,
+		Tool: tool.Name, Effect: string(tool.Effect), Arguments: args, Rationale: rationale,
+		PermissionMode: string(mode), Disposition: string(disposition),
+	})
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: insert: %w", err)
+	}
+	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{ConversationID: conv.ID, Role: "tool",
+		Content: tool.Name, ProposalID: nullUUID(row.ID), AuthorUserID: nullUUID(p.UserID)}); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: transcript: %w", err)
+	}
+	if err := q.TouchConversation(ctx, conv.ID); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: touch conversation: %w", err)
+	}
+	if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.created", "proposal", row.ID.String(), map[string]any{
+		"tool": tool.Name, "effect": tool.Effect, "permission_mode": mode, "disposition": disposition, "conversation_id": conv.ID,
+	}); err != nil {
+		return Proposal{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
+	}
+	if disposition == policy.Propose {
+		return fromRow(row), nil
+	}
+	return s.apply(ctx, p, row.ID, nil, PathAuto)
+}
+
+// Apply is the owner applying a pending proposal, optionally with edited
+// arguments (re-validated against the tool's schema).
+func (s *Service) Apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage) (Proposal, error) {
+	if p.IsAgent() {
+		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot approve proposals; the conversation's owner does.")
+	}
+	return s.apply(ctx, p, id, edited, PathHuman)
+}
+
+// apply is the one path to effect: re-check authority and the decision,
+// claim (pending → applying: one winner), execute, record the result and
+// the audit row. The claim commits before the tool runs, so a crash in
+// between leaves the proposal "applying" for a person to review, never
+// silently run twice.
+func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path string) (Proposal, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	cur, err := q.GetProposal(ctx, db.GetProposalParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Proposal{}, ErrNotFound
+	}
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
+	}
+	tool, ok := s.tools.Get(cur.Tool)
+	if !ok {
+		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", cur.Tool)
+	}
+	if path == PathAuto {
+		// The auto path is faster, never weaker: the decision is taken again
+		// from the row as it is now.
+		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: cur.ConversationID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if err != nil {
+			return Proposal{}, fmt.Errorf("proposals: re-read conversation: %w", err)
+		}
+		if policy.DecideToolDisposition(tool.Effect, policy.PermissionMode(conv.PermissionMode)) == policy.Propose {
+			return fromRow(cur), nil // the owner tightened the mode meanwhile: it waits for them
+		}
+	}
+	args := cur.Arguments
+	if len(edited) > 0 {
+		if args, err = compact(edited); err != nil {
+			return Proposal{}, err
+		}
+		if err := tool.ValidateArguments(args); err != nil {
+			return Proposal{}, err
+		}
+	}
+	var appliedArgs []byte
+	if !sameJSON(args, cur.Arguments) {
+		appliedArgs = args
+	}
+	claimed, err := q.ClaimProposal(ctx, db.ClaimProposalParams{
+		ID: id, AppliedArguments: appliedArgs, ResolvedByUserID: nullUUID(p.UserID), ApplyPath: pgtype.Text{String: path, Valid: true},
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		tx.Rollback(ctx) // free the connection before reading through the pool
+		return Proposal{}, s.notPending(ctx, p, id)
+	}
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: claim: %w", err)
+	}
+	if appliedArgs != nil {
+		if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.edited", "proposal", id.String(), map[string]any{
+			"before": json.RawMessage(cur.Arguments), "after": json.RawMessage(appliedArgs),
+		}); err != nil {
+			return Proposal{}, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit claim: %w", err)
+	}
+	return s.execute(ctx, p, claimed, tool, args, path)
+}
+
+// execute runs the tool and records the outcome in one transaction.
+func (s *Service) execute(ctx context.Context, p auth.Principal, claimed db.Proposal, tool *tools.Tool, args json.RawMessage, path string) (Proposal, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: begin execute: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	result, execErr := tool.Execute(ctx, q, p.WorkspaceID, args)
+	var safe *apperr.Error
+	if execErr != nil && !errors.As(execErr, &safe) {
+		// An internal failure: nothing the tool did commits. Record the
+		// failure in a fresh transaction so the proposal is not stuck.
+		tx.Rollback(ctx)
+		s.log.Error("tool failed", "tool", tool.Name, "proposal_id", claimed.ID, "err", execErr)
+		return s.finish(ctx, s.q, nil, p, claimed, path, nil, "Internal error while running the tool.")
+	}
+	if execErr != nil {
+		// A failure the caller may see (a missing record, say): roll back the
+		// tool's work, keep the outcome.
+		tx.Rollback(ctx)
+		return s.finish(ctx, s.q, nil, p, claimed, path, nil, safe.Message)
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: encode result: %w", err)
+	}
+	return s.finish(ctx, q, tx, p, claimed, path, b, "")
+}
+
+// finish moves applying → applied or failed and writes the audit row; with a
+// nil tx it runs in its own transaction.
+func (s *Service) finish(ctx context.Context, q *db.Queries, tx pgx.Tx, p auth.Principal, claimed db.Proposal, path string, result []byte, failure string) (Proposal, error) {
+	if tx == nil {
+		var err error
+		if tx, err = s.pool.Begin(ctx); err != nil {
+			return Proposal{}, fmt.Errorf("proposals: begin finish: %w", err)
+		}
+		defer tx.Rollback(ctx)
+		q = s.q.WithTx(tx)
+	}
+	status, action, data := StatusApplied, "proposal.applied", map[string]any{"path": path, "tool": claimed.Tool}
+	if failure != "" {
+		status, action = StatusFailed, "proposal.failed"
+		data["error"] = failure
+	}
+	row, err := q.FinishProposal(ctx, db.FinishProposalParams{ID: claimed.ID, Status: status, Result: result,
+		Error: pgtype.Text{String: failure, Valid: failure != ""}})
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: finish: %w", err)
+	}
+	if err := audit.Record(ctx, q, p, p.WorkspaceID, action, "proposal", claimed.ID.String(), data); err != nil {
+		return Proposal{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
+	}
+	return fromRow(row), nil
+}
+
+// notPending explains why a proposal could not be claimed or rejected.
+func (s *Service) notPending(ctx context.Context, p auth.Principal, id uuid.UUID) error {
+	cur, err := s.Get(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	e := apperr.Errorf(apperr.ECONFLICT, "This proposal was %s already.", cur.Status)
+	if cur.Status == StatusApplying {
+		e = apperr.Errorf(apperr.ECONFLICT, "This proposal is being applied.")
+	}
+	e.Extra = map[string]any{"proposal_status": cur.Status}
+	return e
+}
+
+// Reject refuses a pending proposal with a reason the agent will read.
+func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, reason string) (Proposal, error) {
+	if p.IsAgent() {
+		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot reject proposals; the conversation's owner does.")
+	}
+	reason = strings.TrimSpace(reason)
+	if n := utf8.RuneCountInString(reason); n < 1 || n > 500 {
+		return Proposal{}, apperr.Invalid("Give a reason of 1 to 500 characters.", apperr.FieldError{Field: "reason", Message: "must have 1 to 500 characters"})
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	if _, err := q.GetProposal(ctx, db.GetProposalParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID}); errors.Is(err, pgx.ErrNoRows) {
+		return Proposal{}, ErrNotFound
+	} else if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
+	}
+	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: id, RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedByUserID: nullUUID(p.UserID)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		tx.Rollback(ctx)
+		return Proposal{}, s.notPending(ctx, p, id)
+	}
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: reject: %w", err)
+	}
+	if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.rejected", "proposal", id.String(), map[string]any{"reason": reason, "tool": row.Tool}); err != nil {
+		return Proposal{}, err
+	}
+	return fromRow(row), tx.Commit(ctx)
+}
+
+// Get returns one of the caller's proposals (the agent reads the outcome and
+// any rejection reason here).
+func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Proposal, error) {
+	row, err := s.q.GetProposal(ctx, db.GetProposalParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Proposal{}, ErrNotFound
+	}
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
+	}
+	return fromRow(row), nil
+}
+
+// ForConversation returns the conversation's proposals by id.
+func (s *Service) ForConversation(ctx context.Context, conversationID uuid.UUID) (map[uuid.UUID]Proposal, error) {
+	rows, err := s.q.ListProposalsForConversation(ctx, conversationID)
+	if err != nil {
+		return nil, fmt.Errorf("proposals: list: %w", err)
+	}
+	out := make(map[uuid.UUID]Proposal, len(rows))
+	for _, r := range rows {
+		out[r.ID] = fromRow(r)
+	}
+	return out, nil
+}
+
+// Tools returns the registry's declarations.
+func (s *Service) Tools() []*tools.Tool { return s.tools.List() }
+
+// Tool returns one declaration.
+func (s *Service) Tool(name string) (*tools.Tool, bool) { return s.tools.Get(name) }
+
+func compact(raw json.RawMessage) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage(`{}`)
+	}
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, apperr.Invalid("The arguments must be valid JSON.", apperr.FieldError{Field: "arguments", Message: "must be valid JSON"})
+	}
+	return buf.Bytes(), nil
+}
+
+// sameJSON compares two JSON documents by value (jsonb reorders keys).
+func sameJSON(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xa, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xa, yb)
+}
+
+func nullUUID(id uuid.UUID) uuid.NullUUID { return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil} }
+
+func fromRow(r db.Proposal) Proposal {
+	return Proposal{
+		ID: r.ID, ConversationID: r.ConversationID, Tool: r.Tool, Effect: policy.Effect(r.Effect),
+		Arguments: r.Arguments, AppliedArguments: r.AppliedArguments, Rationale: r.Rationale,
+		PermissionMode: policy.PermissionMode(r.PermissionMode), Disposition: policy.Disposition(r.Disposition),
+		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
+		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt,
+	}
+}

@@ -1,0 +1,4 @@
+DROP TABLE records;
+DROP TABLE messages;
+DROP TABLE proposals;
+DROP TABLE conversations;

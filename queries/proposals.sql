@@ -1,0 +1,29 @@
+-- name: InsertProposal :one
+INSERT INTO proposals (workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind,
+                       tool, effect, arguments, rationale, permission_mode, disposition)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+RETURNING *;
+
+-- name: GetProposal :one
+SELECT p.* FROM proposals p
+JOIN conversations c ON c.id = p.conversation_id
+WHERE p.id = $1 AND p.workspace_id = $2 AND c.owner_id = $3;
+
+-- name: ListProposalsForConversation :many
+SELECT * FROM proposals WHERE conversation_id = $1 ORDER BY created_at;
+
+-- name: ClaimProposal :one
+-- pending → applying: of concurrent callers exactly one gets the row back.
+UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
+WHERE id = $1 AND status = 'pending'
+RETURNING *;
+
+-- name: FinishProposal :one
+UPDATE proposals SET status = $2, result = $3, error = $4, resolved_at = now()
+WHERE id = $1 AND status = 'applying'
+RETURNING *;
+
+-- name: RejectProposal :one
+UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
+WHERE id = $1 AND status = 'pending'
+RETURNING *;

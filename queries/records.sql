@@ -1,0 +1,24 @@
+-- name: SearchRecords :many
+SELECT collection, key, value, notes, updated_at FROM records
+WHERE workspace_id = $1
+  AND (sqlc.narg(collection)::text IS NULL OR collection = sqlc.narg(collection))
+  AND (key ILIKE '%' || sqlc.arg(query)::text || '%' OR value::text ILIKE '%' || sqlc.arg(query)::text || '%')
+ORDER BY collection, key
+LIMIT 50;
+
+-- name: GetRecord :one
+SELECT collection, key, value, notes, updated_at FROM records WHERE workspace_id = $1 AND collection = $2 AND key = $3;
+
+-- name: PutRecord :one
+INSERT INTO records (workspace_id, collection, key, value) VALUES ($1, $2, $3, $4)
+ON CONFLICT (workspace_id, collection, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+RETURNING collection, key, value, notes, updated_at, (xmax = 0) AS created;
+
+-- name: AppendRecordNote :one
+UPDATE records SET notes = notes || jsonb_build_array(jsonb_build_object('text', sqlc.arg(text)::text, 'at', now())), updated_at = now()
+WHERE workspace_id = $1 AND collection = $2 AND key = $3
+RETURNING collection, key, value, notes, updated_at;
+
+-- name: DeleteRecord :one
+DELETE FROM records WHERE workspace_id = $1 AND collection = $2 AND key = $3
+RETURNING collection, key, value;

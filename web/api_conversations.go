@@ -1,0 +1,292 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+)
+
+type conversationJSON struct {
+	ID             string `json:"id"`
+	Title          string `json:"title"`
+	PermissionMode string `json:"permission_mode"`
+	URL            string `json:"url"`
+	CreatedAt      string `json:"created_at"`
+	UpdatedAt      string `json:"updated_at"`
+}
+
+func toConversationJSON(c conversations.Conversation) conversationJSON {
+	return conversationJSON{ID: c.ID.String(), Title: c.Title, PermissionMode: string(c.PermissionMode),
+		URL: "/conversations/" + c.ID.String(), CreatedAt: rfc3339(c.CreatedAt), UpdatedAt: rfc3339(c.UpdatedAt)}
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// pathID parses the :id path parameter; a malformed id is simply not found.
+func pathID(c echo.Context, notFound error) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return uuid.Nil, notFound
+	}
+	return id, nil
+}
+
+// bindJSON decodes a JSON body (already validated against openapi.yaml).
+func bindJSON(c echo.Context, v any) error {
+	if err := json.NewDecoder(c.Request().Body).Decode(v); err != nil {
+		return apperr.Errorf(apperr.EBADREQ, "The request body must be a JSON object.")
+	}
+	return nil
+}
+
+// apiCreateConversation handles "POST /api/v1/conversations".
+func (s *Server) apiCreateConversation(c echo.Context) error {
+	var in struct {
+		Title string `json:"title"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	conv, err := s.convs.Create(c.Request().Context(), principal(c), in.Title)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, toConversationJSON(conv))
+}
+
+// apiListConversations handles "GET /api/v1/conversations".
+func (s *Server) apiListConversations(c echo.Context) error {
+	list, err := s.convs.List(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	out := make([]conversationJSON, len(list))
+	for i, conv := range list {
+		out[i] = toConversationJSON(conv)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"conversations": out})
+}
+
+// apiGetConversation handles "GET /api/v1/conversations/:id".
+func (s *Server) apiGetConversation(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	conv, err := s.convs.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toConversationJSON(conv))
+}
+
+// apiUpdateConversation handles "PATCH /api/v1/conversations/:id".
+func (s *Server) apiUpdateConversation(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Title          *string `json:"title"`
+		PermissionMode *string `json:"permission_mode"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	conv, err := s.convs.Update(c.Request().Context(), principal(c), id, conversations.Update{Title: in.Title, PermissionMode: in.PermissionMode})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toConversationJSON(conv))
+}
+
+type messageJSON struct {
+	ID         int64   `json:"id"`
+	Role       string  `json:"role"`
+	Content    string  `json:"content"`
+	ProposalID *string `json:"proposal_id,omitempty"`
+	CreatedAt  string  `json:"created_at"`
+}
+
+func toMessageJSON(m conversations.Message) messageJSON {
+	out := messageJSON{ID: m.ID, Role: m.Role, Content: m.Content, CreatedAt: rfc3339(m.CreatedAt)}
+	if m.ProposalID != uuid.Nil {
+		id := m.ProposalID.String()
+		out.ProposalID = &id
+	}
+	return out
+}
+
+// apiPostMessage handles "POST /api/v1/conversations/:id/messages".
+func (s *Server) apiPostMessage(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	m, err := s.convs.PostMessage(c.Request().Context(), principal(c), id, in.Role, in.Content)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, toMessageJSON(m))
+}
+
+// apiListMessages handles "GET /api/v1/conversations/:id/messages".
+func (s *Server) apiListMessages(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	msgs, err := s.convs.Transcript(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	out := make([]messageJSON, len(msgs))
+	for i, m := range msgs {
+		out[i] = toMessageJSON(m)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"messages": out})
+}
+
+type proposalJSON struct {
+	ProposalID       string          `json:"proposal_id"`
+	ConversationID   string          `json:"conversation_id"`
+	Tool             string          `json:"tool"`
+	Effect           string          `json:"effect"`
+	Arguments        json.RawMessage `json:"arguments"`
+	AppliedArguments json.RawMessage `json:"applied_arguments,omitempty"`
+	Rationale        string          `json:"rationale"`
+	Status           string          `json:"status"`
+	Disposition      string          `json:"disposition"`
+	Result           json.RawMessage `json:"result,omitempty"`
+	Error            string          `json:"error,omitempty"`
+	RejectionReason  string          `json:"rejection_reason,omitempty"`
+	ApplyPath        string          `json:"apply_path,omitempty"`
+	ConfirmURL       string          `json:"confirm_url,omitempty"`
+	CreatedAt        string          `json:"created_at"`
+}
+
+func toProposalJSON(p proposals.Proposal) proposalJSON {
+	out := proposalJSON{
+		ProposalID: p.ID.String(), ConversationID: p.ConversationID.String(), Tool: p.Tool, Effect: string(p.Effect),
+		Arguments: p.Arguments, AppliedArguments: p.AppliedArguments, Rationale: p.Rationale, Status: p.Status,
+		Disposition: string(p.Disposition), Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
+		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
+	}
+	if p.Status == proposals.StatusPending {
+		out.ConfirmURL = "/conversations/" + p.ConversationID.String() + "#proposal-" + p.ID.String()
+	}
+	return out
+}
+
+// proposalStatus is 202 for a call that waits for a person, 200 otherwise.
+func proposalStatus(p proposals.Proposal) int {
+	if p.Status == proposals.StatusPending {
+		return http.StatusAccepted
+	}
+	return http.StatusOK
+}
+
+// apiProposeToolCall handles "POST /api/v1/conversations/:id/tool-calls".
+func (s *Server) apiProposeToolCall(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Tool      string          `json:"tool"`
+		Arguments json.RawMessage `json:"arguments"`
+		Rationale string          `json:"rationale"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	p, err := s.props.Propose(c.Request().Context(), principal(c), id, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale})
+	if err != nil {
+		return err
+	}
+	return c.JSON(proposalStatus(p), toProposalJSON(p))
+}
+
+// apiGetProposal handles "GET /api/v1/proposals/:id".
+func (s *Server) apiGetProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	p, err := s.props.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProposalJSON(p))
+}
+
+// apiApplyProposal handles "POST /api/v1/proposals/:id/apply".
+func (s *Server) apiApplyProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if c.Request().ContentLength != 0 {
+		if err := bindJSON(c, &in); err != nil {
+			return err
+		}
+	}
+	p, err := s.props.Apply(c.Request().Context(), principal(c), id, in.Arguments)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProposalJSON(p))
+}
+
+// apiRejectProposal handles "POST /api/v1/proposals/:id/reject".
+func (s *Server) apiRejectProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Reason string `json:"reason"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	p, err := s.props.Reject(c.Request().Context(), principal(c), id, in.Reason)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProposalJSON(p))
+}
+
+type toolJSON struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Effect      string          `json:"effect"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// apiListTools handles "GET /api/v1/tools".
+func (s *Server) apiListTools(c echo.Context) error {
+	list := s.props.Tools()
+	out := make([]toolJSON, len(list))
+	for i, t := range list {
+		out[i] = toolJSON{Name: t.Name, Description: t.Description, Effect: string(t.Effect), InputSchema: t.Schema}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tools": out})
+}
