@@ -72,6 +72,12 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/signin", s.signIn, session...)
 	e.POST("/signout", s.signOut, session...)
 	e.GET("/", s.homePage, signedIn...)
+	e.GET("/conversations", s.conversationsPage, signedIn...)
+	e.POST("/conversations", s.createConversation, signedIn...)
+	e.GET("/conversations/:id", s.conversationPage, signedIn...)
+	e.POST("/conversations/:id/mode", s.setPermissionMode, signedIn...)
+	e.POST("/proposals/:id/apply", s.applyProposal, signedIn...)
+	e.POST("/proposals/:id/reject", s.rejectProposal, signedIn...)
 	e.GET("/admin", s.adminPage, approver...)
 	return e
 }
