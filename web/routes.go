@@ -72,6 +72,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/signin", s.signIn, session...)
 	e.POST("/signout", s.signOut, session...)
 	e.GET("/", s.homePage, signedIn...)
+	e.GET("/tools", s.toolsPage, signedIn...)
 	e.GET("/conversations", s.conversationsPage, signedIn...)
 	e.POST("/conversations", s.createConversation, signedIn...)
 	e.GET("/conversations/:id", s.conversationPage, signedIn...)

@@ -15,8 +15,8 @@ import (
 	"github.com/gatehouse/gatehouse/internal/policy"
 )
 
-const collectionSchema = `{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,100}$", "description": "letters, digits, _ . -"}`
-const keySchema = `{"type": "string", "minLength": 1, "maxLength": 200}`
+const collectionSchema = `{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,100}$", "description": "The collection: letters, digits, _ . -", "maxLength": 100}`
+const keySchema = `{"type": "string", "minLength": 1, "maxLength": 200, "description": "The record's key within its collection"}`
 
 // Builtin returns the registry of built-in tools, which act on the
 // workspace's records store in PostgreSQL.
@@ -26,7 +26,7 @@ func Builtin() *Registry {
 			Name: "records.search", Effect: policy.EffectRead,
 			Description: "Find records whose key or value contains the query, optionally in one collection.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["query"],
-				"properties": {"query": {"type": "string", "maxLength": 200}, "collection": ` + collectionSchema + `}}`),
+				"properties": {"query": {"type": "string", "maxLength": 200, "description": "Text to find in keys and values"}, "collection": ` + collectionSchema + `}}`),
 			Execute: searchRecords,
 		},
 		Tool{
@@ -40,14 +40,14 @@ func Builtin() *Registry {
 			Name: "records.put", Effect: policy.EffectMutate,
 			Description: "Create or replace a record's value (upsert by collection and key).",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "value"],
-				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "value": {"type": "object"}}}`),
+				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "value": {"type": "object", "description": "The new value: any JSON object"}}}`),
 			Execute: putRecord,
 		},
 		Tool{
 			Name: "notes.append", Effect: policy.EffectMutate,
 			Description: "Append a note to an existing record.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "text"],
-				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "text": {"type": "string", "minLength": 1, "maxLength": 5000}}}`),
+				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "text": {"type": "string", "minLength": 1, "maxLength": 5000, "description": "The note to append"}}}`),
 			Execute: appendNote,
 		},
 		Tool{

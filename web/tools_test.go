@@ -1,0 +1,62 @@
+package web_test
+
+import (
+	"html"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+func TestToolsPage_ListsEveryToolWithItsEffectAndArguments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+
+	resp, _ := e.client().get("/tools")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/signin") {
+		t.Fatalf("signed out: status %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	member := e.user("member@example.com", auth.RoleMember)
+	resp, body := member.get("/tools")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d\n%s", resp.StatusCode, body)
+	}
+	body = html.UnescapeString(body)
+	if !strings.Contains(body, `href="/tools" aria-current="page"`) {
+		t.Error("the header does not mark Tools as the current page")
+	}
+	for _, tool := range tools.Builtin().List() {
+		card, ok := section(body, `id="tool-`+tool.Name+`"`, "</article>")
+		if !ok {
+			t.Errorf("%s is not listed", tool.Name)
+			continue
+		}
+		if !strings.Contains(card, `data-testid="tool-effect">`+string(tool.Effect)+"<") {
+			t.Errorf("%s does not show its effect %s", tool.Name, tool.Effect)
+		}
+		if !strings.Contains(card, tool.Description) {
+			t.Errorf("%s does not show its description", tool.Name)
+		}
+		for _, p := range tool.Params() {
+			if !strings.Contains(card, "<code>"+p.Name+"</code>") {
+				t.Errorf("%s does not list its argument %s", tool.Name, p.Name)
+			}
+		}
+	}
+}
+
+// section returns the text from start up to the next end.
+func section(body, start, end string) (string, bool) {
+	i := strings.Index(body, start)
+	if i < 0 {
+		return "", false
+	}
+	rest := body[i:]
+	if j := strings.Index(rest, end); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest, true
+}
