@@ -57,10 +57,20 @@ type Message struct {
 	CreatedAt      time.Time
 }
 
+type Notebook struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+	Title       string
+	TrustLevel  string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
 type Proposal struct {
 	ID                uuid.UUID
 	WorkspaceID       uuid.UUID
-	ConversationID    uuid.UUID
+	ConversationID    uuid.NullUUID
 	ProposedByUserID  uuid.UUID
 	ProposedByTokenID uuid.NullUUID
 	ProposedByKind    string
@@ -68,7 +78,7 @@ type Proposal struct {
 	Effect            string
 	Arguments         json.RawMessage
 	Rationale         string
-	PermissionMode    string
+	PermissionMode    pgtype.Text
 	Disposition       string
 	Status            string
 	AppliedArguments  []byte
@@ -79,6 +89,9 @@ type Proposal struct {
 	ApplyPath         pgtype.Text
 	CreatedAt         time.Time
 	ResolvedAt        *time.Time
+	NotebookID        uuid.NullUUID
+	OwnerID           uuid.UUID
+	TrustLevel        pgtype.Text
 }
 
 type Record struct {

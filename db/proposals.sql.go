@@ -16,7 +16,7 @@ import (
 const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
 WHERE id = $1 AND status = 'pending'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
 `
 
 type ClaimProposalParams struct {
@@ -57,6 +57,9 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.ApplyPath,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
 	)
 	return i, err
 }
@@ -64,7 +67,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 const finishProposal = `-- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, resolved_at = now()
 WHERE id = $1 AND status = 'applying'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
 `
 
 type FinishProposalParams struct {
@@ -104,14 +107,15 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		&i.ApplyPath,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
 	)
 	return i, err
 }
 
 const getProposal = `-- name: GetProposal :one
-SELECT p.id, p.workspace_id, p.conversation_id, p.proposed_by_user_id, p.proposed_by_token_id, p.proposed_by_kind, p.tool, p.effect, p.arguments, p.rationale, p.permission_mode, p.disposition, p.status, p.applied_arguments, p.result, p.error, p.rejection_reason, p.resolved_by_user_id, p.apply_path, p.created_at, p.resolved_at FROM proposals p
-JOIN conversations c ON c.id = p.conversation_id
-WHERE p.id = $1 AND p.workspace_id = $2 AND c.owner_id = $3
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetProposalParams struct {
@@ -120,6 +124,7 @@ type GetProposalParams struct {
 	OwnerID     uuid.UUID
 }
 
+// Owner-scoped: a proposal in another user's conversation or notebook is not found.
 func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Proposal, error) {
 	row := q.db.QueryRow(ctx, getProposal, arg.ID, arg.WorkspaceID, arg.OwnerID)
 	var i Proposal
@@ -145,20 +150,25 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 		&i.ApplyPath,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
 	)
 	return i, err
 }
 
 const insertProposal = `-- name: InsertProposal :one
-INSERT INTO proposals (workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind,
-                       tool, effect, arguments, rationale, permission_mode, disposition)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at
+INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
 `
 
 type InsertProposalParams struct {
 	WorkspaceID       uuid.UUID
-	ConversationID    uuid.UUID
+	OwnerID           uuid.UUID
+	ConversationID    uuid.NullUUID
+	NotebookID        uuid.NullUUID
 	ProposedByUserID  uuid.UUID
 	ProposedByTokenID uuid.NullUUID
 	ProposedByKind    string
@@ -166,14 +176,17 @@ type InsertProposalParams struct {
 	Effect            string
 	Arguments         json.RawMessage
 	Rationale         string
-	PermissionMode    string
+	PermissionMode    pgtype.Text
+	TrustLevel        pgtype.Text
 	Disposition       string
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
 	row := q.db.QueryRow(ctx, insertProposal,
 		arg.WorkspaceID,
+		arg.OwnerID,
 		arg.ConversationID,
+		arg.NotebookID,
 		arg.ProposedByUserID,
 		arg.ProposedByTokenID,
 		arg.ProposedByKind,
@@ -182,6 +195,7 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.Arguments,
 		arg.Rationale,
 		arg.PermissionMode,
+		arg.TrustLevel,
 		arg.Disposition,
 	)
 	var i Proposal
@@ -207,15 +221,18 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		&i.ApplyPath,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
 	)
 	return i, err
 }
 
 const listProposalsForConversation = `-- name: ListProposalsForConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at FROM proposals WHERE conversation_id = $1 ORDER BY created_at
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level FROM proposals WHERE conversation_id = $1 ORDER BY created_at
 `
 
-func (q *Queries) ListProposalsForConversation(ctx context.Context, conversationID uuid.UUID) ([]Proposal, error) {
+func (q *Queries) ListProposalsForConversation(ctx context.Context, conversationID uuid.NullUUID) ([]Proposal, error) {
 	rows, err := q.db.Query(ctx, listProposalsForConversation, conversationID)
 	if err != nil {
 		return nil, err
@@ -246,6 +263,59 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 			&i.ApplyPath,
 			&i.CreatedAt,
 			&i.ResolvedAt,
+			&i.NotebookID,
+			&i.OwnerID,
+			&i.TrustLevel,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
+`
+
+// A notebook's cells, in the order they were added.
+func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.NullUUID) ([]Proposal, error) {
+	rows, err := q.db.Query(ctx, listProposalsForNotebook, notebookID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Proposal{}
+	for rows.Next() {
+		var i Proposal
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ConversationID,
+			&i.ProposedByUserID,
+			&i.ProposedByTokenID,
+			&i.ProposedByKind,
+			&i.Tool,
+			&i.Effect,
+			&i.Arguments,
+			&i.Rationale,
+			&i.PermissionMode,
+			&i.Disposition,
+			&i.Status,
+			&i.AppliedArguments,
+			&i.Result,
+			&i.Error,
+			&i.RejectionReason,
+			&i.ResolvedByUserID,
+			&i.ApplyPath,
+			&i.CreatedAt,
+			&i.ResolvedAt,
+			&i.NotebookID,
+			&i.OwnerID,
+			&i.TrustLevel,
 		); err != nil {
 			return nil, err
 		}
@@ -260,7 +330,7 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
 WHERE id = $1 AND status = 'pending'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
 `
 
 type RejectProposalParams struct {
@@ -294,6 +364,9 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		&i.ApplyPath,
 		&i.CreatedAt,
 		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
 	)
 	return i, err
 }

@@ -1,16 +1,19 @@
 -- name: InsertProposal :one
-INSERT INTO proposals (workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind,
-                       tool, effect, arguments, rationale, permission_mode, disposition)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 RETURNING *;
 
 -- name: GetProposal :one
-SELECT p.* FROM proposals p
-JOIN conversations c ON c.id = p.conversation_id
-WHERE p.id = $1 AND p.workspace_id = $2 AND c.owner_id = $3;
+-- Owner-scoped: a proposal in another user's conversation or notebook is not found.
+SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3;
 
 -- name: ListProposalsForConversation :many
 SELECT * FROM proposals WHERE conversation_id = $1 ORDER BY created_at;
+
+-- name: ListProposalsForNotebook :many
+-- A notebook's cells, in the order they were added.
+SELECT * FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id;
 
 -- name: ClaimProposal :one
 -- pending → applying: of concurrent callers exactly one gets the row back.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
-	"github.com/gatehouse/gatehouse/internal/proposals"
 )
 
 type conversationJSON struct {
@@ -159,119 +158,6 @@ func (s *Server) apiListMessages(c echo.Context) error {
 		out[i] = toMessageJSON(m)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"messages": out})
-}
-
-type proposalJSON struct {
-	ProposalID       string          `json:"proposal_id"`
-	ConversationID   string          `json:"conversation_id"`
-	Tool             string          `json:"tool"`
-	Effect           string          `json:"effect"`
-	Arguments        json.RawMessage `json:"arguments"`
-	AppliedArguments json.RawMessage `json:"applied_arguments,omitempty"`
-	Rationale        string          `json:"rationale"`
-	Status           string          `json:"status"`
-	Disposition      string          `json:"disposition"`
-	Result           json.RawMessage `json:"result,omitempty"`
-	Error            string          `json:"error,omitempty"`
-	RejectionReason  string          `json:"rejection_reason,omitempty"`
-	ApplyPath        string          `json:"apply_path,omitempty"`
-	ConfirmURL       string          `json:"confirm_url,omitempty"`
-	CreatedAt        string          `json:"created_at"`
-}
-
-func toProposalJSON(p proposals.Proposal) proposalJSON {
-	out := proposalJSON{
-		ProposalID: p.ID.String(), ConversationID: p.ConversationID.String(), Tool: p.Tool, Effect: string(p.Effect),
-		Arguments: p.Arguments, AppliedArguments: p.AppliedArguments, Rationale: p.Rationale, Status: p.Status,
-		Disposition: string(p.Disposition), Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
-		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
-	}
-	if p.Status == proposals.StatusPending {
-		out.ConfirmURL = "/conversations/" + p.ConversationID.String() + "#proposal-" + p.ID.String()
-	}
-	return out
-}
-
-// proposalStatus is 202 for a call that waits for a person, 200 otherwise.
-func proposalStatus(p proposals.Proposal) int {
-	if p.Status == proposals.StatusPending {
-		return http.StatusAccepted
-	}
-	return http.StatusOK
-}
-
-// apiProposeToolCall handles "POST /api/v1/conversations/:id/tool-calls".
-func (s *Server) apiProposeToolCall(c echo.Context) error {
-	id, err := pathID(c, conversations.ErrNotFound)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Tool      string          `json:"tool"`
-		Arguments json.RawMessage `json:"arguments"`
-		Rationale string          `json:"rationale"`
-	}
-	if err := bindJSON(c, &in); err != nil {
-		return err
-	}
-	p, err := s.props.Propose(c.Request().Context(), principal(c), id, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale})
-	if err != nil {
-		return err
-	}
-	return c.JSON(proposalStatus(p), toProposalJSON(p))
-}
-
-// apiGetProposal handles "GET /api/v1/proposals/:id".
-func (s *Server) apiGetProposal(c echo.Context) error {
-	id, err := pathID(c, proposals.ErrNotFound)
-	if err != nil {
-		return err
-	}
-	p, err := s.props.Get(c.Request().Context(), principal(c), id)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, toProposalJSON(p))
-}
-
-// apiApplyProposal handles "POST /api/v1/proposals/:id/apply".
-func (s *Server) apiApplyProposal(c echo.Context) error {
-	id, err := pathID(c, proposals.ErrNotFound)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if c.Request().ContentLength != 0 {
-		if err := bindJSON(c, &in); err != nil {
-			return err
-		}
-	}
-	p, err := s.props.Apply(c.Request().Context(), principal(c), id, in.Arguments)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, toProposalJSON(p))
-}
-
-// apiRejectProposal handles "POST /api/v1/proposals/:id/reject".
-func (s *Server) apiRejectProposal(c echo.Context) error {
-	id, err := pathID(c, proposals.ErrNotFound)
-	if err != nil {
-		return err
-	}
-	var in struct {
-		Reason string `json:"reason"`
-	}
-	if err := bindJSON(c, &in); err != nil {
-		return err
-	}
-	p, err := s.props.Reject(c.Request().Context(), principal(c), id, in.Reason)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, toProposalJSON(p))
 }
 
 type toolJSON struct {

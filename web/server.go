@@ -20,6 +20,7 @@ import (
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -44,6 +45,7 @@ type Server struct {
 	q        *db.Queries
 	auth     *auth.Service
 	convs    *conversations.Service
+	nbs      *notebooks.Service
 	props    *proposals.Service
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
@@ -57,6 +59,7 @@ type Server struct {
 type Services struct {
 	Auth          *auth.Service
 	Conversations *conversations.Service
+	Notebooks     *notebooks.Service
 	Proposals     *proposals.Service
 }
 
@@ -65,6 +68,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 	return Services{
 		Auth:          auth.NewService(pool, params),
 		Conversations: conversations.NewService(pool),
+		Notebooks:     notebooks.NewService(pool),
 		Proposals:     proposals.NewService(pool, tools.Builtin(), log),
 	}
 }
@@ -94,7 +98,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, props: svc.Proposals,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, props: svc.Proposals,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
 	s.echo = s.routes()

@@ -76,7 +76,7 @@ func TestBrowser_ToggleModeApproveAndRejectCards(t *testing.T) {
 	if err != nil {
 		t.Fatalf("approve: %v", err)
 	}
-	if got := mustText(t, ctx, putCard+` [data-testid=result]`); !strings.Contains(got, `"gold"`) {
+	if got := mustText(t, ctx, putCard+` [data-testid=result]`); !strings.Contains(got, "gold") {
 		t.Fatalf("result shows %q", got)
 	}
 

@@ -107,3 +107,26 @@ func mustText(t *testing.T, ctx context.Context, css string) string {
 	}
 	return strings.TrimSpace(s)
 }
+
+// step runs actions with their own deadline, and on failure shows the page.
+func step(t *testing.T, ctx context.Context, name string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		failWithPage(t, ctx, name, err)
+	}
+}
+
+// failWithPage ends the test, showing the page as it is, so a browser
+// failure says more than "context deadline exceeded".
+func failWithPage(t *testing.T, ctx context.Context, step string, err error) {
+	t.Helper()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	html, herr := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS(`main`)))
+	if herr != nil {
+		html = "(page unavailable: " + herr.Error() + ")"
+	}
+	t.Fatalf("%s: %v\npage:\n%s", step, err, html)
+}

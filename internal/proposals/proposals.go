@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -43,25 +44,53 @@ const (
 	PathHuman = "human"
 )
 
-// Proposal is a proposed tool call and what became of it.
+// ScopeKind names the two scopes a call can be proposed in.
+type ScopeKind string
+
+// Scope kinds.
+const (
+	ScopeConversation ScopeKind = "conversation"
+	ScopeNotebook     ScopeKind = "notebook"
+)
+
+// Scope is where a call is proposed; its row's setting (the conversation's
+// permission mode, the notebook's trust level) decides the call.
+type Scope struct {
+	Kind ScopeKind
+	ID   uuid.UUID
+}
+
+// InConversation is the conversation scope.
+func InConversation(id uuid.UUID) Scope { return Scope{Kind: ScopeConversation, ID: id} }
+
+// InNotebook is the notebook scope.
+func InNotebook(id uuid.UUID) Scope { return Scope{Kind: ScopeNotebook, ID: id} }
+
+// Proposal is a proposed tool call (in a notebook: a cell) and what became
+// of it.
 type Proposal struct {
 	ID               uuid.UUID
-	ConversationID   uuid.UUID
+	Scope            Scope
 	Tool             string
 	Effect           policy.Effect
 	Arguments        json.RawMessage
 	AppliedArguments json.RawMessage // set when the owner edited before applying
 	Rationale        string
-	PermissionMode   policy.PermissionMode
-	Disposition      policy.Disposition
-	Status           string
-	Result           json.RawMessage
-	Error            string
-	RejectionReason  string
-	ApplyPath        string
-	ProposedBy       string // "agent" or "user"
-	CreatedAt        time.Time
-	ResolvedAt       *time.Time
+	// PermissionMode (conversations) or TrustLevel (notebooks) is the
+	// setting the call was decided under.
+	PermissionMode policy.PermissionMode
+	TrustLevel     policy.TrustLevel
+	// Disposition is the scope gate's verdict: auto-run, auto-apply or
+	// propose in a conversation; auto, confirm or gated in a notebook.
+	Disposition     string
+	Status          string
+	Result          json.RawMessage
+	Error           string
+	RejectionReason string
+	ApplyPath       string
+	ProposedBy      string // "agent" or "user"
+	CreatedAt       time.Time
+	ResolvedAt      *time.Time
 }
 
 // Input is a proposed call as the caller sent it.
@@ -87,10 +116,10 @@ func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) 
 // ErrNotFound is what a caller gets for a proposal that is not theirs.
 var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such proposal.")
 
-// Propose validates a call, decides its disposition from the conversation's
-// permission mode (read from the row now, never cached), records it with its
-// audit row, and applies it at once when the decision allows.
-func (s *Service) Propose(ctx context.Context, p auth.Principal, conversationID uuid.UUID, in Input) (Proposal, error) {
+// Propose validates a call, decides it from its scope's setting (read from
+// the row now, never cached), records it with its audit row, and applies it
+// at once when the decision allows.
+func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in Input) (Proposal, error) {
 	tool, ok := s.tools.Get(in.Tool)
 	if !ok {
 		return Proposal{}, &apperr.Error{Code: apperr.ENOTFOUND, Message: fmt.Sprintf("No tool is named %q.", in.Tool),
@@ -125,54 +154,114 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, conversationID 
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: conversationID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Proposal{}, conversations.ErrNotFound
-	}
+	d, err := s.decide(ctx, q, p, scope, tool)
 	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: read conversation: %w", err)
+		return Proposal{}, err
 	}
-	mode := policy.PermissionMode(conv.PermissionMode)
-	disposition := policy.DecideToolDisposition(tool.Effect, mode)
 	kind := "user"
 	if p.IsAgent() {
 		kind = "agent"
 	}
-	row, err := q.InsertProposal(ctx, db.InsertProposalParams{
-		WorkspaceID: p.WorkspaceID, ConversationID: conv.ID, ProposedByUserID: p.UserID,
+	params := db.InsertProposalParams{
+		WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, ProposedByUserID: p.UserID,
 		ProposedByTokenID: nullUUID(p.TokenID), ProposedByKind: kind,
 		Tool: tool.Name, Effect: string(tool.Effect), Arguments: args, Rationale: rationale,
-		PermissionMode: string(mode), Disposition: string(disposition),
-	})
+		PermissionMode: nullText(string(d.mode)), TrustLevel: nullText(string(d.trust)), Disposition: d.disposition,
+	}
+	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.disposition}
+	switch scope.Kind {
+	case ScopeConversation:
+		params.ConversationID = nullUUID(scope.ID)
+		auditData["conversation_id"], auditData["permission_mode"] = scope.ID, d.mode
+	case ScopeNotebook:
+		params.NotebookID = nullUUID(scope.ID)
+		auditData["notebook_id"], auditData["trust_level"] = scope.ID, d.trust
+	}
+	row, err := q.InsertProposal(ctx, params)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: insert: %w", err)
 	}
-	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{ConversationID: conv.ID, Role: "tool",
-		Content: tool.Name, ProposalID: nullUUID(row.ID), AuthorUserID: nullUUID(p.UserID)}); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: transcript: %w", err)
+	if err := s.touchScope(ctx, q, p, scope, row.ID, tool.Name); err != nil {
+		return Proposal{}, err
 	}
-	if err := q.TouchConversation(ctx, conv.ID); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: touch conversation: %w", err)
-	}
-	if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.created", "proposal", row.ID.String(), map[string]any{
-		"tool": tool.Name, "effect": tool.Effect, "permission_mode": mode, "disposition": disposition, "conversation_id": conv.ID,
-	}); err != nil {
+	if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
 		return Proposal{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
 	}
-	if disposition == policy.Propose {
+	if !d.auto {
 		return fromRow(row), nil
 	}
 	return s.apply(ctx, p, row.ID, nil, PathAuto)
+}
+
+// scopeDecision is the scope gate's verdict on one call.
+type scopeDecision struct {
+	mode        policy.PermissionMode // conversations
+	trust       policy.TrustLevel     // notebooks
+	disposition string
+	auto        bool // applied at once, without a person
+}
+
+// decide reads the scope's row (owner-scoped: someone else's scope is not
+// found) and applies the scope gate to the tool.
+func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (scopeDecision, error) {
+	switch scope.Kind {
+	case ScopeConversation:
+		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return scopeDecision{}, conversations.ErrNotFound
+		}
+		if err != nil {
+			return scopeDecision{}, fmt.Errorf("proposals: read conversation: %w", err)
+		}
+		mode := policy.PermissionMode(conv.PermissionMode)
+		disp := policy.DecideToolDisposition(tool.Effect, mode)
+		return scopeDecision{mode: mode, disposition: string(disp), auto: disp != policy.Propose}, nil
+	case ScopeNotebook:
+		nb, err := q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return scopeDecision{}, notebooks.ErrNotFound
+		}
+		if err != nil {
+			return scopeDecision{}, fmt.Errorf("proposals: read notebook: %w", err)
+		}
+		trust := policy.TrustLevel(nb.TrustLevel)
+		gate, err := policy.GateAction(policy.TierOf(tool.Effect), trust)
+		if err != nil {
+			// gate is already the strictest outcome; say why it was taken.
+			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", nb.ID, "err", err)
+		}
+		return scopeDecision{trust: trust, disposition: string(gate), auto: !gate.NeedsHuman()}, nil
+	}
+	return scopeDecision{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
+}
+
+// touchScope marks the scope as active; a conversation also gets the tool
+// line in its transcript.
+func (s *Service) touchScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, proposalID uuid.UUID, tool string) error {
+	if scope.Kind == ScopeNotebook {
+		if err := q.TouchNotebook(ctx, scope.ID); err != nil {
+			return fmt.Errorf("proposals: touch notebook: %w", err)
+		}
+		return nil
+	}
+	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{ConversationID: scope.ID, Role: "tool",
+		Content: tool, ProposalID: nullUUID(proposalID), AuthorUserID: nullUUID(p.UserID)}); err != nil {
+		return fmt.Errorf("proposals: transcript: %w", err)
+	}
+	if err := q.TouchConversation(ctx, scope.ID); err != nil {
+		return fmt.Errorf("proposals: touch conversation: %w", err)
+	}
+	return nil
 }
 
 // Apply is the owner applying a pending proposal, optionally with edited
 // arguments (re-validated against the tool's schema).
 func (s *Service) Apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage) (Proposal, error) {
 	if p.IsAgent() {
-		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot approve proposals; the conversation's owner does.")
+		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot approve proposals; the owner of the conversation or notebook does.")
 	}
 	return s.apply(ctx, p, id, edited, PathHuman)
 }
@@ -203,12 +292,12 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if path == PathAuto {
 		// The auto path is faster, never weaker: the decision is taken again
 		// from the row as it is now.
-		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: cur.ConversationID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		d, err := s.decide(ctx, q, p, scopeOf(cur), tool)
 		if err != nil {
-			return Proposal{}, fmt.Errorf("proposals: re-read conversation: %w", err)
+			return Proposal{}, err
 		}
-		if policy.DecideToolDisposition(tool.Effect, policy.PermissionMode(conv.PermissionMode)) == policy.Propose {
-			return fromRow(cur), nil // the owner tightened the mode meanwhile: it waits for them
+		if !d.auto {
+			return fromRow(cur), nil // the owner tightened the setting meanwhile: it waits for them
 		}
 	}
 	args := cur.Arguments
@@ -324,7 +413,7 @@ func (s *Service) notPending(ctx context.Context, p auth.Principal, id uuid.UUID
 // Reject refuses a pending proposal with a reason the agent will read.
 func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, reason string) (Proposal, error) {
 	if p.IsAgent() {
-		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot reject proposals; the conversation's owner does.")
+		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot reject proposals; the owner of the conversation or notebook does.")
 	}
 	reason = strings.TrimSpace(reason)
 	if n := utf8.RuneCountInString(reason); n < 1 || n > 500 {
@@ -370,13 +459,27 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Prop
 
 // ForConversation returns the conversation's proposals by id.
 func (s *Service) ForConversation(ctx context.Context, conversationID uuid.UUID) (map[uuid.UUID]Proposal, error) {
-	rows, err := s.q.ListProposalsForConversation(ctx, conversationID)
+	rows, err := s.q.ListProposalsForConversation(ctx, nullUUID(conversationID))
 	if err != nil {
 		return nil, fmt.Errorf("proposals: list: %w", err)
 	}
 	out := make(map[uuid.UUID]Proposal, len(rows))
 	for _, r := range rows {
 		out[r.ID] = fromRow(r)
+	}
+	return out, nil
+}
+
+// Cells returns a notebook's cells in the order they were added. The caller
+// has checked that the notebook is the principal's.
+func (s *Service) Cells(ctx context.Context, notebookID uuid.UUID) ([]Proposal, error) {
+	rows, err := s.q.ListProposalsForNotebook(ctx, nullUUID(notebookID))
+	if err != nil {
+		return nil, fmt.Errorf("proposals: cells: %w", err)
+	}
+	out := make([]Proposal, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
 	}
 	return out, nil
 }
@@ -411,12 +514,22 @@ func sameJSON(a, b []byte) bool {
 
 func nullUUID(id uuid.UUID) uuid.NullUUID { return uuid.NullUUID{UUID: id, Valid: id != uuid.Nil} }
 
+func nullText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
+func scopeOf(r db.Proposal) Scope {
+	if r.NotebookID.Valid {
+		return InNotebook(r.NotebookID.UUID)
+	}
+	return InConversation(r.ConversationID.UUID)
+}
+
 func fromRow(r db.Proposal) Proposal {
 	return Proposal{
-		ID: r.ID, ConversationID: r.ConversationID, Tool: r.Tool, Effect: policy.Effect(r.Effect),
+		ID: r.ID, Scope: scopeOf(r), Tool: r.Tool, Effect: policy.Effect(r.Effect),
 		Arguments: r.Arguments, AppliedArguments: r.AppliedArguments, Rationale: r.Rationale,
-		PermissionMode: policy.PermissionMode(r.PermissionMode), Disposition: policy.Disposition(r.Disposition),
-		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
+		PermissionMode: policy.PermissionMode(r.PermissionMode.String), TrustLevel: policy.TrustLevel(r.TrustLevel.String),
+		Disposition: r.Disposition,
+		Status:      r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
 		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt,
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
+	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -24,6 +25,7 @@ func TestMain(m *testing.M) { dbtest.Main(m) }
 type fixture struct {
 	pool  *pgxpool.Pool
 	convs *conversations.Service
+	nbs   *notebooks.Service
 	props *proposals.Service
 	owner auth.Principal // the owner in the browser
 	agent auth.Principal // the owner's agent
@@ -56,7 +58,7 @@ func newFixture(t *testing.T) *fixture {
 		return p
 	}
 	return &fixture{
-		pool: pool, convs: conversations.NewService(pool),
+		pool: pool, convs: conversations.NewService(pool), nbs: notebooks.NewService(pool),
 		props: proposals.NewService(pool, tools.Builtin(), slog.New(slog.DiscardHandler)),
 		owner: principal("owner@example.com", auth.TokenUser), agent: principal("owner@example.com", auth.TokenAgent),
 		other: principal("other@example.com", auth.TokenUser),
@@ -106,19 +108,19 @@ func TestPropose_ModeToggleBetweenProposalsChangesDisposition(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	conv := f.conversation(t, "")
-	first, err := f.props.Propose(ctx, f.agent, conv, call("records.put", `{"collection":"c","key":"k1","value":{"n":1}}`))
+	first, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.put", `{"collection":"c","key":"k1","value":{"n":1}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Disposition != policy.Propose || first.Status != proposals.StatusPending {
+	if first.Disposition != string(policy.Propose) || first.Status != proposals.StatusPending {
 		t.Fatalf("in approve mode: %s %s", first.Disposition, first.Status)
 	}
 	f.setMode(t, conv, "auto")
-	second, err := f.props.Propose(ctx, f.agent, conv, call("records.put", `{"collection":"c","key":"k2","value":{"n":2}}`))
+	second, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.put", `{"collection":"c","key":"k2","value":{"n":2}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Disposition != policy.AutoApply || second.Status != proposals.StatusApplied || second.ApplyPath != proposals.PathAuto {
+	if second.Disposition != string(policy.AutoApply) || second.Status != proposals.StatusApplied || second.ApplyPath != proposals.PathAuto {
 		t.Fatalf("in auto mode: %s %s %s", second.Disposition, second.Status, second.ApplyPath)
 	}
 	var n int
@@ -127,17 +129,17 @@ func TestPropose_ModeToggleBetweenProposalsChangesDisposition(t *testing.T) {
 		t.Fatalf("auto-applied put wrote %d records", n)
 	}
 	// Destructive calls ask even in auto.
-	del, err := f.props.Propose(ctx, f.agent, conv, call("records.delete", `{"collection":"c","key":"k2"}`))
+	del, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.delete", `{"collection":"c","key":"k2"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if del.Disposition != policy.Propose || del.Status != proposals.StatusPending {
+	if del.Disposition != string(policy.Propose) || del.Status != proposals.StatusPending {
 		t.Fatalf("destructive in auto: %s %s", del.Disposition, del.Status)
 	}
 	// Reads run at once in approve mode too.
 	f.setMode(t, conv, "approve")
-	read, err := f.props.Propose(ctx, f.agent, conv, call("records.get", `{"collection":"c","key":"k2"}`))
-	if err != nil || read.Disposition != policy.AutoRun || read.Status != proposals.StatusApplied {
+	read, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.get", `{"collection":"c","key":"k2"}`))
+	if err != nil || read.Disposition != string(policy.AutoRun) || read.Status != proposals.StatusApplied {
 		t.Fatalf("read: %+v %v", read, err)
 	}
 }
@@ -147,11 +149,11 @@ func TestApply_FiftyConcurrentApprovesExecuteOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	conv := f.conversation(t, "auto")
-	if _, err := f.props.Propose(ctx, f.agent, conv, call("records.put", `{"collection":"c","key":"k","value":{}}`)); err != nil {
+	if _, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.put", `{"collection":"c","key":"k","value":{}}`)); err != nil {
 		t.Fatal(err)
 	}
 	f.setMode(t, conv, "approve")
-	p, err := f.props.Propose(ctx, f.agent, conv, call("notes.append", `{"collection":"c","key":"k","text":"once"}`))
+	p, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("notes.append", `{"collection":"c","key":"k","text":"once"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,11 +196,11 @@ func TestApply_AutoAndHumanPathsWriteTheSameAuditRows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	auto, err := f.props.Propose(ctx, f.agent, f.conversation(t, "auto"), call("records.put", `{"collection":"c","key":"a","value":{}}`))
+	auto, err := f.props.Propose(ctx, f.agent, proposals.InConversation(f.conversation(t, "auto")), call("records.put", `{"collection":"c","key":"a","value":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	human, err := f.props.Propose(ctx, f.agent, f.conversation(t, "approve"), call("records.put", `{"collection":"c","key":"h","value":{}}`))
+	human, err := f.props.Propose(ctx, f.agent, proposals.InConversation(f.conversation(t, "approve")), call("records.put", `{"collection":"c","key":"h","value":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +221,7 @@ func TestApply_AgentsCannotApproveOrReject(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	p, err := f.props.Propose(ctx, f.agent, f.conversation(t, ""), call("records.put", `{"collection":"c","key":"k","value":{}}`))
+	p, err := f.props.Propose(ctx, f.agent, proposals.InConversation(f.conversation(t, "")), call("records.put", `{"collection":"c","key":"k","value":{}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestReject_ReasonReachesTheAgent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	p, err := f.props.Propose(ctx, f.agent, f.conversation(t, ""), call("records.delete", `{"collection":"c","key":"k"}`))
+	p, err := f.props.Propose(ctx, f.agent, proposals.InConversation(f.conversation(t, "")), call("records.delete", `{"collection":"c","key":"k"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,7 @@ func TestApply_EditedArgumentsAreRevalidatedAndAudited(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	p, err := f.props.Propose(ctx, f.agent, f.conversation(t, ""), call("records.put", `{"collection":"c","key":"k","value":{"v":1}}`))
+	p, err := f.props.Propose(ctx, f.agent, proposals.InConversation(f.conversation(t, "")), call("records.put", `{"collection":"c","key":"k","value":{"v":1}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +309,7 @@ func TestPropose_BadInputWritesNothing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := f.props.Propose(ctx, f.agent, conv, c.in)
+			_, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), c.in)
 			var ae *apperr.Error
 			ok := false
 			if e, is := err.(*apperr.Error); is {
@@ -318,7 +320,7 @@ func TestPropose_BadInputWritesNothing(t *testing.T) {
 			}
 		})
 	}
-	if _, err := f.props.Propose(ctx, f.other, conv, call("records.get", `{"collection":"c","key":"k"}`)); apperr.Code(err) != apperr.ENOTFOUND {
+	if _, err := f.props.Propose(ctx, f.other, proposals.InConversation(conv), call("records.get", `{"collection":"c","key":"k"}`)); apperr.Code(err) != apperr.ENOTFOUND {
 		t.Fatalf("another member's conversation: %v", err)
 	}
 	var n int

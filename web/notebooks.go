@@ -1,0 +1,169 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/views"
+)
+
+// notebooksPage handles "GET /notebooks".
+func (s *Server) notebooksPage(c echo.Context) error {
+	list, err := s.nbs.List(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	items := make([]views.NotebookItem, len(list))
+	for i, nb := range list {
+		items[i] = views.NotebookItem{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Updated: nb.UpdatedAt.Format("2006-01-02 15:04")}
+	}
+	return render(c, http.StatusOK, views.NotebooksPage(s.shell(c, "Notebooks", "notebooks"), items))
+}
+
+// createNotebook handles "POST /notebooks".
+func (s *Server) createNotebook(c echo.Context) error {
+	nb, err := s.nbs.Create(c.Request().Context(), principal(c), c.FormValue("title"))
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/notebooks/"+nb.ID.String())
+}
+
+// notebookPage handles "GET /notebooks/:id".
+func (s *Server) notebookPage(c echo.Context) error {
+	id, err := pathID(c, notebooks.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	nb, err := s.nbs.Get(ctx, principal(c), id)
+	if err != nil {
+		return err
+	}
+	cells, err := s.props.Cells(ctx, id)
+	if err != nil {
+		return err
+	}
+	v := views.NotebookView{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Form: s.cellForm(nb.ID.String(), "")}
+	for _, p := range cells {
+		v.Cells = append(v.Cells, s.toCard(p))
+	}
+	return render(c, http.StatusOK, views.NotebookPage(s.shell(c, nb.Title, "notebooks"), v))
+}
+
+// setTrustLevel handles "POST /notebooks/:id/trust" (the header selector).
+func (s *Server) setTrustLevel(c echo.Context) error {
+	id, err := pathID(c, notebooks.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	trust := c.FormValue("trust_level")
+	nb, err := s.nbs.Update(c.Request().Context(), principal(c), id, notebooks.Update{TrustLevel: &trust})
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.TrustSelector(nb.ID.String(), string(nb.TrustLevel)))
+}
+
+// cellForm is an empty "add a cell" form with the tool selected (or the
+// first one).
+func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
+	f := views.CellForm{NotebookID: notebookID}
+	var selected *tools.Tool
+	for _, t := range s.props.Tools() {
+		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description})
+		if selected == nil || t.Name == toolName {
+			selected = t
+		}
+	}
+	if selected != nil {
+		f.Tool, f.Fields = selected.Name, formFields(selected, nil, nil)
+	}
+	return f
+}
+
+// cellFields handles "GET /notebooks/:id/cell-fields?tool=…": the inputs
+// for the tool just picked.
+func (s *Server) cellFields(c echo.Context) error {
+	id, err := pathID(c, notebooks.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	if _, err := s.nbs.Get(c.Request().Context(), principal(c), id); err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.CellFields(s.cellForm(id.String(), c.QueryParam("tool"))))
+}
+
+// addCell handles "POST /notebooks/:id/cells": the owner adds a cell. It
+// runs at once or asks, as the trust level decides; either way the cell
+// reaches the page through the poller (told to look now), and the form
+// comes back empty. A refused cell re-renders the form as it was typed,
+// with the reasons.
+func (s *Server) addCell(c echo.Context) error {
+	id, err := pathID(c, notebooks.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	form, err := c.FormParams()
+	if err != nil {
+		return apperr.Errorf(apperr.EBADREQ, "The form could not be read.")
+	}
+	name, rationale := form.Get("tool"), form.Get("rationale")
+	tool, ok := s.props.Tool(name)
+	if !ok {
+		f := s.cellForm(id.String(), "")
+		f.Error = "Pick a tool from the list."
+		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
+	}
+	args, err := argumentsFromForm(tool, form)
+	if err == nil {
+		_, err = s.props.Propose(c.Request().Context(), principal(c), proposals.InNotebook(id), proposals.Input{Tool: name, Arguments: args, Rationale: rationale})
+	}
+	if err != nil {
+		if apperr.Code(err) != apperr.EINVALID {
+			return err
+		}
+		f := s.cellForm(id.String(), name)
+		f.Fields, f.Rationale = formFieldsFromInput(tool, form, err), rationale
+		f.RationaleError = fieldError(err, "rationale")
+		f.Error = apperr.Message(err)
+		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
+	}
+	c.Response().Header().Set("HX-Trigger", "cells-changed")
+	return render(c, http.StatusOK, views.AddCellForm(s.cellForm(id.String(), name)))
+}
+
+// newCells handles "GET /notebooks/:id/cells?after=N": the cells after the
+// first N, for the page's poller.
+func (s *Server) newCells(c echo.Context) error {
+	id, err := pathID(c, notebooks.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	after, err := strconv.Atoi(c.QueryParam("after"))
+	if err != nil || after < 0 {
+		return apperr.Invalid("after must be a count of cells.", apperr.FieldError{Field: "after", Message: "must be a whole number, 0 or more"})
+	}
+	ctx := c.Request().Context()
+	if _, err := s.nbs.Get(ctx, principal(c), id); err != nil {
+		return err
+	}
+	cells, err := s.props.Cells(ctx, id)
+	if err != nil {
+		return err
+	}
+	var fresh []views.ProposalCard
+	if after < len(cells) {
+		for _, p := range cells[after:] {
+			fresh = append(fresh, s.toCard(p))
+		}
+	}
+	return render(c, http.StatusOK, views.NewCells(id.String(), fresh, max(after, len(cells))))
+}

@@ -1,0 +1,119 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/views"
+)
+
+// The owner's actions on a proposal, the same in both scopes: a confirm
+// card in a conversation, a cell in a notebook.
+
+// proposalCard handles "GET /proposals/:id/card": the card as it is now
+// (a running cell polls it until it finishes).
+func (s *Server) proposalCard(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	p, err := s.props.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.ProposalCardView(s.toCard(p)))
+}
+
+// applyProposal handles "POST /proposals/:id/apply" (Approve / Run, and
+// their Edit & … forms).
+func (s *Server) applyProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	ctx, pr := c.Request().Context(), principal(c)
+	form, err := c.FormParams()
+	if err != nil {
+		return apperr.Errorf(apperr.EBADREQ, "The form could not be read.")
+	}
+	var edited json.RawMessage
+	switch {
+	case strings.TrimSpace(form.Get("arguments")) != "":
+		edited = json.RawMessage(form.Get("arguments"))
+	case hasArgumentFields(form):
+		cur, err := s.props.Get(ctx, pr, id)
+		if err != nil {
+			return err
+		}
+		tool, ok := s.props.Tool(cur.Tool)
+		if !ok {
+			return apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", cur.Tool)
+		}
+		if edited, err = argumentsFromForm(tool, form); err != nil {
+			return s.renderCard(c, id, proposals.Proposal{}, err, form)
+		}
+	}
+	p, err := s.props.Apply(ctx, pr, id, edited)
+	return s.renderCard(c, id, p, err, form)
+}
+
+// rejectProposal handles "POST /proposals/:id/reject" (Reject / Discard).
+func (s *Server) rejectProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	reason := strings.TrimSpace(c.FormValue("reason"))
+	if reason == "" && c.FormValue("discard") != "" {
+		reason = "Discarded by the owner."
+	}
+	p, err := s.props.Reject(c.Request().Context(), principal(c), id, reason)
+	return s.renderCard(c, id, p, err, nil)
+}
+
+// renderCard swaps the card in place; a refused action re-renders the card
+// as it is now, with the message next to the buttons and the edit form as
+// the person filled it.
+func (s *Server) renderCard(c echo.Context, id uuid.UUID, p proposals.Proposal, err error, form map[string][]string) error {
+	if err == nil {
+		return render(c, http.StatusOK, views.ProposalCardView(s.toCard(p)))
+	}
+	code := apperr.Code(err)
+	if code != apperr.EINVALID && code != apperr.ECONFLICT {
+		return err
+	}
+	cur, gerr := s.props.Get(c.Request().Context(), principal(c), id)
+	if gerr != nil {
+		return gerr
+	}
+	card := s.toCard(cur)
+	card.FormError = apperr.Message(err)
+	if tool, ok := s.props.Tool(cur.Tool); ok && code == apperr.EINVALID && hasArgumentFields(form) {
+		card.Fields = formFieldsFromInput(tool, form, err)
+	}
+	return render(c, http.StatusUnprocessableEntity, views.ProposalCardView(card))
+}
+
+func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
+	args := p.Arguments
+	if len(p.AppliedArguments) > 0 {
+		args = p.AppliedArguments
+	}
+	card := views.ProposalCard{
+		ID: p.ID.String(), Tool: p.Tool, Effect: string(p.Effect), Rationale: p.Rationale, Status: p.Status,
+		Disposition: p.Disposition, Arguments: string(args), Result: string(p.Result), Error: p.Error,
+		RejectionReason: p.RejectionReason, ApplyPath: p.ApplyPath, ProposedBy: p.ProposedBy,
+		Created:  p.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"),
+		Notebook: p.Scope.Kind == proposals.ScopeNotebook,
+	}
+	if tool, ok := s.props.Tool(p.Tool); ok && p.Status == proposals.StatusPending {
+		card.Fields = formFields(tool, args, nil)
+	}
+	return card
+}
