@@ -8,25 +8,27 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
 
 const insertAuditEvent = `-- name: InsertAuditEvent :one
-INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-RETURNING id, workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, created_at
+INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING id, workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, created_at, retention_until
 `
 
 type InsertAuditEventParams struct {
-	WorkspaceID  uuid.UUID
-	ActorKind    string
-	ActorUserID  uuid.NullUUID
-	ActorTokenID uuid.NullUUID
-	Action       string
-	SubjectType  string
-	SubjectID    string
-	Data         json.RawMessage
+	WorkspaceID    uuid.UUID
+	ActorKind      string
+	ActorUserID    uuid.NullUUID
+	ActorTokenID   uuid.NullUUID
+	Action         string
+	SubjectType    string
+	SubjectID      string
+	Data           json.RawMessage
+	RetentionUntil time.Time
 }
 
 func (q *Queries) InsertAuditEvent(ctx context.Context, arg InsertAuditEventParams) (AuditEvent, error) {
@@ -39,6 +41,7 @@ func (q *Queries) InsertAuditEvent(ctx context.Context, arg InsertAuditEventPara
 		arg.SubjectType,
 		arg.SubjectID,
 		arg.Data,
+		arg.RetentionUntil,
 	)
 	var i AuditEvent
 	err := row.Scan(
@@ -52,12 +55,13 @@ func (q *Queries) InsertAuditEvent(ctx context.Context, arg InsertAuditEventPara
 		&i.SubjectID,
 		&i.Data,
 		&i.CreatedAt,
+		&i.RetentionUntil,
 	)
 	return i, err
 }
 
 const listAuditEventsForSubject = `-- name: ListAuditEventsForSubject :many
-SELECT id, workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, created_at FROM audit_events
+SELECT id, workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, created_at, retention_until FROM audit_events
 WHERE workspace_id = $1 AND subject_type = $2 AND subject_id = $3
 ORDER BY id
 `
@@ -88,6 +92,7 @@ func (q *Queries) ListAuditEventsForSubject(ctx context.Context, arg ListAuditEv
 			&i.SubjectID,
 			&i.Data,
 			&i.CreatedAt,
+			&i.RetentionUntil,
 		); err != nil {
 			return nil, err
 		}
@@ -97,4 +102,17 @@ func (q *Queries) ListAuditEventsForSubject(ctx context.Context, arg ListAuditEv
 		return nil, err
 	}
 	return items, nil
+}
+
+const purgeExpiredAuditEvents = `-- name: PurgeExpiredAuditEvents :execrows
+DELETE FROM audit_events WHERE retention_until < $1
+`
+
+// Deletes the rows whose retention has passed.
+func (q *Queries) PurgeExpiredAuditEvents(ctx context.Context, retentionUntil time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, purgeExpiredAuditEvents, retentionUntil)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

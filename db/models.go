@@ -25,16 +25,17 @@ type ApiToken struct {
 }
 
 type AuditEvent struct {
-	ID           int64
-	WorkspaceID  uuid.UUID
-	ActorKind    string
-	ActorUserID  uuid.NullUUID
-	ActorTokenID uuid.NullUUID
-	Action       string
-	SubjectType  string
-	SubjectID    string
-	Data         json.RawMessage
-	CreatedAt    time.Time
+	ID             int64
+	WorkspaceID    uuid.UUID
+	ActorKind      string
+	ActorUserID    uuid.NullUUID
+	ActorTokenID   uuid.NullUUID
+	Action         string
+	SubjectType    string
+	SubjectID      string
+	Data           json.RawMessage
+	CreatedAt      time.Time
+	RetentionUntil time.Time
 }
 
 type Conversation struct {
@@ -45,6 +46,19 @@ type Conversation struct {
 	PermissionMode string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+}
+
+type IdempotencyKey struct {
+	WorkspaceID         uuid.UUID
+	Tool                string
+	Key                 string
+	RequestHash         []byte
+	State               string
+	ResponseStatus      pgtype.Int4
+	ResponseContentType pgtype.Text
+	ResponseBody        []byte
+	CreatedAt           time.Time
+	ExpiresAt           time.Time
 }
 
 type Message struct {
@@ -92,6 +106,20 @@ type Proposal struct {
 	NotebookID        uuid.NullUUID
 	OwnerID           uuid.UUID
 	TrustLevel        pgtype.Text
+	Authority         pgtype.Text
+	Risk              pgtype.Text
+	ActionClass       pgtype.Text
+	State             pgtype.Text
+	Decision          []byte
+	Constraints       json.RawMessage
+	DryRun            bool
+}
+
+type RateCounter struct {
+	Bucket      string
+	WindowStart time.Time
+	Count       int32
+	ExpiresAt   time.Time
 }
 
 type Record struct {
@@ -123,6 +151,8 @@ type Workspace struct {
 	Name                string
 	AutoApproveHighRisk bool
 	CreatedAt           time.Time
+	InternalDomains     []string
+	WebhookAllowlist    []string
 }
 
 type WorkspaceMember struct {

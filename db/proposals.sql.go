@@ -16,7 +16,7 @@ import (
 const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
 WHERE id = $1 AND status = 'pending'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
 `
 
 type ClaimProposalParams struct {
@@ -60,14 +60,21 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.NotebookID,
 		&i.OwnerID,
 		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
 	)
 	return i, err
 }
 
 const finishProposal = `-- name: FinishProposal :one
-UPDATE proposals SET status = $2, result = $3, error = $4, resolved_at = now()
+UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
 WHERE id = $1 AND status = 'applying'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
 `
 
 type FinishProposalParams struct {
@@ -75,6 +82,7 @@ type FinishProposalParams struct {
 	Status string
 	Result []byte
 	Error  pgtype.Text
+	DryRun bool
 }
 
 func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) (Proposal, error) {
@@ -83,6 +91,7 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		arg.Status,
 		arg.Result,
 		arg.Error,
+		arg.DryRun,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -110,12 +119,19 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		&i.NotebookID,
 		&i.OwnerID,
 		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
 	)
 	return i, err
 }
 
 const getProposal = `-- name: GetProposal :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetProposalParams struct {
@@ -153,15 +169,23 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 		&i.NotebookID,
 		&i.OwnerID,
 		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
 	)
 	return i, err
 }
 
 const insertProposal = `-- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
-                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
+                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                       authority, risk, action_class, state, decision, constraints, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
 `
 
 type InsertProposalParams struct {
@@ -179,6 +203,13 @@ type InsertProposalParams struct {
 	PermissionMode    pgtype.Text
 	TrustLevel        pgtype.Text
 	Disposition       string
+	Authority         pgtype.Text
+	Risk              pgtype.Text
+	ActionClass       pgtype.Text
+	State             pgtype.Text
+	Decision          []byte
+	Constraints       json.RawMessage
+	Status            string
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
@@ -197,6 +228,13 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.PermissionMode,
 		arg.TrustLevel,
 		arg.Disposition,
+		arg.Authority,
+		arg.Risk,
+		arg.ActionClass,
+		arg.State,
+		arg.Decision,
+		arg.Constraints,
+		arg.Status,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -224,12 +262,19 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		&i.NotebookID,
 		&i.OwnerID,
 		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
 	)
 	return i, err
 }
 
 const listProposalsForConversation = `-- name: ListProposalsForConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level FROM proposals WHERE conversation_id = $1 ORDER BY created_at
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE conversation_id = $1 ORDER BY created_at
 `
 
 func (q *Queries) ListProposalsForConversation(ctx context.Context, conversationID uuid.NullUUID) ([]Proposal, error) {
@@ -266,6 +311,13 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 			&i.NotebookID,
 			&i.OwnerID,
 			&i.TrustLevel,
+			&i.Authority,
+			&i.Risk,
+			&i.ActionClass,
+			&i.State,
+			&i.Decision,
+			&i.Constraints,
+			&i.DryRun,
 		); err != nil {
 			return nil, err
 		}
@@ -278,7 +330,7 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 }
 
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
 `
 
 // A notebook's cells, in the order they were added.
@@ -316,6 +368,13 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 			&i.NotebookID,
 			&i.OwnerID,
 			&i.TrustLevel,
+			&i.Authority,
+			&i.Risk,
+			&i.ActionClass,
+			&i.State,
+			&i.Decision,
+			&i.Constraints,
+			&i.DryRun,
 		); err != nil {
 			return nil, err
 		}
@@ -330,7 +389,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
 WHERE id = $1 AND status = 'pending'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
 `
 
 type RejectProposalParams struct {
@@ -367,6 +426,13 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		&i.NotebookID,
 		&i.OwnerID,
 		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
 	)
 	return i, err
 }

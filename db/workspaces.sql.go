@@ -14,7 +14,7 @@ import (
 const ensureWorkspace = `-- name: EnsureWorkspace :one
 INSERT INTO workspaces (slug, name) VALUES ($1, $2)
 ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
-RETURNING id, slug, name, auto_approve_high_risk, created_at
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist
 `
 
 type EnsureWorkspaceParams struct {
@@ -32,12 +32,14 @@ func (q *Queries) EnsureWorkspace(ctx context.Context, arg EnsureWorkspaceParams
 		&i.Name,
 		&i.AutoApproveHighRisk,
 		&i.CreatedAt,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
 	)
 	return i, err
 }
 
 const getWorkspace = `-- name: GetWorkspace :one
-SELECT id, slug, name, auto_approve_high_risk, created_at FROM workspaces WHERE id = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist FROM workspaces WHERE id = $1
 `
 
 func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -49,12 +51,14 @@ func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, er
 		&i.Name,
 		&i.AutoApproveHighRisk,
 		&i.CreatedAt,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
 	)
 	return i, err
 }
 
 const getWorkspaceBySlug = `-- name: GetWorkspaceBySlug :one
-SELECT id, slug, name, auto_approve_high_risk, created_at FROM workspaces WHERE slug = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist FROM workspaces WHERE slug = $1
 `
 
 func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspace, error) {
@@ -66,6 +70,8 @@ func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspac
 		&i.Name,
 		&i.AutoApproveHighRisk,
 		&i.CreatedAt,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
 	)
 	return i, err
 }

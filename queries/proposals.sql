@@ -1,7 +1,8 @@
 -- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
-                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                       authority, risk, action_class, state, decision, constraints, status)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 RETURNING *;
 
 -- name: GetProposal :one
@@ -22,7 +23,7 @@ WHERE id = $1 AND status = 'pending'
 RETURNING *;
 
 -- name: FinishProposal :one
-UPDATE proposals SET status = $2, result = $3, error = $4, resolved_at = now()
+UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
 WHERE id = $1 AND status = 'applying'
 RETURNING *;
 

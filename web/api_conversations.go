@@ -10,6 +10,8 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 type conversationJSON struct {
@@ -165,6 +167,50 @@ type toolJSON struct {
 	Description string          `json:"description"`
 	Effect      string          `json:"effect"`
 	InputSchema json.RawMessage `json:"input_schema"`
+	Contract    contractJSON    `json:"contract"`
+}
+
+type contractJSON struct {
+	Authority     string   `json:"authority"`
+	Risk          string   `json:"risk"`
+	ActionClass   string   `json:"action_class,omitempty"`
+	ActionClasses []string `json:"action_classes,omitempty"`
+	HumanGating   struct {
+		Required       bool   `json:"required"`
+		Threshold      string `json:"threshold,omitempty"`
+		ApproverRole   string `json:"approver_role"`
+		WindowSeconds  int    `json:"approval_window_seconds"`
+		NotGatedReason string `json:"not_gated_reason,omitempty"`
+	} `json:"human_gating"`
+	Idempotency struct {
+		Required      bool     `json:"required"`
+		KeyFields     []string `json:"key_fields,omitempty"`
+		WindowSeconds int      `json:"window_seconds"`
+	} `json:"idempotency"`
+	RateLimits struct {
+		PerAgentPerMinute   int `json:"per_agent_per_minute"`
+		PerWorkspacePerHour int `json:"per_workspace_per_hour"`
+		PerWorkspacePerDay  int `json:"per_workspace_per_day"`
+	} `json:"rate_limits"`
+	RetentionDays int                 `json:"audit_retention_days"`
+	Constraints   []policy.Constraint `json:"constraints"`
+}
+
+func toToolJSON(t *tools.Tool) toolJSON {
+	c := t.Contract
+	out := toolJSON{Name: t.Name, Description: t.Description, Effect: string(t.Effect), InputSchema: t.Schema}
+	k := &out.Contract
+	k.Authority, k.Risk, k.ActionClass, k.ActionClasses = string(c.Authority), string(c.Risk), c.ActionClass, c.ActionClasses
+	k.HumanGating.Required, k.HumanGating.Threshold, k.HumanGating.ApproverRole = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole
+	k.HumanGating.WindowSeconds, k.HumanGating.NotGatedReason = int(c.Gating.Window.Seconds()), c.Gating.NotGatedReason
+	k.Idempotency.Required, k.Idempotency.KeyFields, k.Idempotency.WindowSeconds = c.Idempotency.Required, c.Idempotency.KeyFields, int(c.Idempotency.Window.Seconds())
+	k.RateLimits.PerAgentPerMinute, k.RateLimits.PerWorkspacePerHour, k.RateLimits.PerWorkspacePerDay = c.RateLimits.PerAgentPerMinute, c.RateLimits.PerWorkspacePerHour, c.RateLimits.PerWorkspacePerDay
+	k.RetentionDays = int(c.Retention.Hours() / 24)
+	k.Constraints = c.Constraints
+	if k.Constraints == nil {
+		k.Constraints = []policy.Constraint{}
+	}
+	return out
 }
 
 // apiListTools handles "GET /api/v1/tools".
@@ -172,7 +218,7 @@ func (s *Server) apiListTools(c echo.Context) error {
 	list := s.props.Tools()
 	out := make([]toolJSON, len(list))
 	for i, t := range list {
-		out[i] = toolJSON{Name: t.Name, Description: t.Description, Effect: string(t.Effect), InputSchema: t.Schema}
+		out[i] = toToolJSON(t)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"tools": out})
 }

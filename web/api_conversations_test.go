@@ -55,12 +55,14 @@ func TestAPI_ConversationToolCallLifecycle(t *testing.T) {
 		t.Fatalf("owner PATCH: %d %v", resp.StatusCode, p)
 	}
 	resp, auto := e.api("POST", base+"/tool-calls", agent, map[string]any{
-		"tool": "notes.append", "arguments": map[string]any{"collection": "clients", "key": "acme", "text": "called"}, "rationale": "log the call we just had"})
+		"tool": "notes.append", "arguments": map[string]any{"collection": "clients", "key": "acme", "text": "called"}, "rationale": "log the call we just had",
+		"idempotency_key": "note-acme-called-0001"})
 	if resp.StatusCode != http.StatusOK || auto["disposition"] != "auto-apply" || auto["status"] != "applied" {
 		t.Fatalf("auto: %d %v", resp.StatusCode, auto)
 	}
 	resp, del := e.api("POST", base+"/tool-calls", agent, map[string]any{
-		"tool": "records.delete", "arguments": map[string]any{"collection": "clients", "key": "acme"}, "rationale": "the client asked to be forgotten"})
+		"tool": "records.delete", "arguments": map[string]any{"collection": "clients", "key": "acme"}, "rationale": "the client asked to be forgotten",
+		"idempotency_key": "delete-acme-0000001"})
 	if resp.StatusCode != http.StatusAccepted || del["disposition"] != "propose" {
 		t.Fatalf("delete in auto: %d %v", resp.StatusCode, del)
 	}

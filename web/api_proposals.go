@@ -4,32 +4,41 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 )
 
 type proposalJSON struct {
-	ProposalID       string          `json:"proposal_id"`
-	ConversationID   string          `json:"conversation_id,omitempty"`
-	NotebookID       string          `json:"notebook_id,omitempty"`
-	Tool             string          `json:"tool"`
-	Effect           string          `json:"effect"`
-	Arguments        json.RawMessage `json:"arguments"`
-	AppliedArguments json.RawMessage `json:"applied_arguments,omitempty"`
-	Rationale        string          `json:"rationale"`
-	Status           string          `json:"status"`
-	Disposition      string          `json:"disposition"`
-	PermissionMode   string          `json:"permission_mode,omitempty"`
-	TrustLevel       string          `json:"trust_level,omitempty"`
-	Result           json.RawMessage `json:"result,omitempty"`
-	Error            string          `json:"error,omitempty"`
-	RejectionReason  string          `json:"rejection_reason,omitempty"`
-	ApplyPath        string          `json:"apply_path,omitempty"`
-	ConfirmURL       string          `json:"confirm_url,omitempty"`
-	CreatedAt        string          `json:"created_at"`
+	ProposalID       string           `json:"proposal_id"`
+	ConversationID   string           `json:"conversation_id,omitempty"`
+	NotebookID       string           `json:"notebook_id,omitempty"`
+	Tool             string           `json:"tool"`
+	Effect           string           `json:"effect"`
+	Arguments        json.RawMessage  `json:"arguments"`
+	AppliedArguments json.RawMessage  `json:"applied_arguments,omitempty"`
+	Rationale        string           `json:"rationale"`
+	Status           string           `json:"status"`
+	Disposition      string           `json:"disposition"`
+	PermissionMode   string           `json:"permission_mode,omitempty"`
+	TrustLevel       string           `json:"trust_level,omitempty"`
+	Result           json.RawMessage  `json:"result,omitempty"`
+	Error            string           `json:"error,omitempty"`
+	RejectionReason  string           `json:"rejection_reason,omitempty"`
+	ApplyPath        string           `json:"apply_path,omitempty"`
+	ConfirmURL       string           `json:"confirm_url,omitempty"`
+	Authority        string           `json:"authority,omitempty"`
+	Risk             string           `json:"risk,omitempty"`
+	ActionClass      string           `json:"action_class,omitempty"`
+	Decision         *policy.Decision `json:"decision,omitempty"`
+	DryRun           bool             `json:"dry_run,omitempty"`
+	RequiresApproval bool             `json:"requires_human_approval,omitempty"`
+	CreatedAt        string           `json:"created_at"`
 }
 
 func toProposalJSON(p proposals.Proposal) proposalJSON {
@@ -39,6 +48,8 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 		Disposition: p.Disposition, PermissionMode: string(p.PermissionMode), TrustLevel: string(p.TrustLevel),
 		Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
 		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
+		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: p.Decision, DryRun: p.DryRun,
+		RequiresApproval: p.Status == proposals.StatusPendingApproval,
 	}
 	switch p.Scope.Kind {
 	case proposals.ScopeConversation:
@@ -54,7 +65,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 
 // proposalStatus is 202 for a call that waits for a person, 200 otherwise.
 func proposalStatus(p proposals.Proposal) int {
-	if p.Status == proposals.StatusPending {
+	if p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval {
 		return http.StatusAccepted
 	}
 	return http.StatusOK
@@ -87,20 +98,102 @@ func (s *Server) apiProposeInNotebook(c echo.Context) error {
 	return s.apiProposeToolCall(c, proposals.InNotebook(id))
 }
 
+// apiProposeToolCall proposes a call. With an idempotency key (the
+// Idempotency-Key header, or idempotency_key in the body), a replay of the
+// same request gets the first response, byte for byte, and runs nothing.
 func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error {
 	var in struct {
-		Tool      string          `json:"tool"`
-		Arguments json.RawMessage `json:"arguments"`
-		Rationale string          `json:"rationale"`
+		Tool           string          `json:"tool"`
+		Arguments      json.RawMessage `json:"arguments"`
+		Rationale      string          `json:"rationale"`
+		IdempotencyKey string          `json:"idempotency_key"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	p, err := s.props.Propose(c.Request().Context(), principal(c), scope, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale})
+	ctx, pr := c.Request().Context(), principal(c)
+	key := c.Request().Header.Get("Idempotency-Key")
+	if key != "" && in.IdempotencyKey != "" && key != in.IdempotencyKey {
+		return &apperr.Error{Code: apperr.EBADREQ, Message: "The Idempotency-Key header and idempotency_key differ; send one key.",
+			Fields: []apperr.FieldError{{Field: "idempotency_key", Message: "differs from the Idempotency-Key header"}}}
+	}
+	if key == "" {
+		key = in.IdempotencyKey
+	}
+	in.IdempotencyKey = key
+	idem, stored, err := s.beginIdempotent(c, scope, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key})
 	if err != nil {
 		return err
 	}
-	return c.JSON(proposalStatus(p), toProposalJSON(p))
+	if stored != nil {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.Blob(stored.Status, stored.ContentType, stored.Body)
+	}
+	defer idem.Release(ctx) // a refused request stores nothing
+	p, err := s.props.Propose(ctx, pr, scope, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key})
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(toProposalJSON(p))
+	if err != nil {
+		return err
+	}
+	if err := idem.Store(ctx, proposals.StoredResponse{Status: proposalStatus(p), ContentType: echo.MIMEApplicationJSON, Body: body}); err != nil {
+		return err
+	}
+	return c.Blob(proposalStatus(p), echo.MIMEApplicationJSON, body)
+}
+
+// beginIdempotent holds the call's idempotency key, if it has one, or
+// returns the response stored under it. The request hash covers the scope
+// and the whole call, so the same key with another request is refused.
+func (s *Server) beginIdempotent(c echo.Context, scope proposals.Scope, in proposals.Input) (*proposals.Idem, *proposals.StoredResponse, error) {
+	if in.IdempotencyKey == "" {
+		return nil, nil, nil
+	}
+	hash, err := proposals.RequestHash(map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool,
+		"arguments": in.Arguments, "rationale": in.Rationale})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.props.BeginIdempotent(c.Request().Context(), principal(c), in.Tool, in.IdempotencyKey, hash)
+}
+
+// apiDecide handles "POST /api/v1/decisions": how would this call be
+// decided now? It writes nothing but an audit row.
+func (s *Server) apiDecide(c echo.Context) error {
+	var in struct {
+		ConversationID string          `json:"conversation_id"`
+		NotebookID     string          `json:"notebook_id"`
+		Tool           string          `json:"tool"`
+		Arguments      json.RawMessage `json:"arguments"`
+	}
+	if err := bindJSON(c, &in); err != nil {
+		return err
+	}
+	var scope proposals.Scope
+	switch {
+	case (in.ConversationID == "") == (in.NotebookID == ""):
+		return apperr.Invalid("Name exactly one of conversation_id and notebook_id.",
+			apperr.FieldError{Field: "conversation_id", Message: "exactly one of conversation_id and notebook_id is required"})
+	case in.ConversationID != "":
+		id, err := uuid.Parse(in.ConversationID)
+		if err != nil {
+			return conversations.ErrNotFound
+		}
+		scope = proposals.InConversation(id)
+	default:
+		id, err := uuid.Parse(in.NotebookID)
+		if err != nil {
+			return notebooks.ErrNotFound
+		}
+		scope = proposals.InNotebook(id)
+	}
+	d, err := s.props.DryRun(c.Request().Context(), principal(c), scope, in.Tool, in.Arguments)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
 }
 
 // apiGetProposal handles "GET /api/v1/proposals/:id".

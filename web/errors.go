@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -97,6 +98,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	if p.Status == http.StatusUnauthorized && isAPI(c) {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
+	}
+	if secs, ok := p.Extra["retry_after"].(int); ok && p.Status == http.StatusTooManyRequests {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 
 	var werr error

@@ -3,7 +3,9 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -74,7 +76,7 @@ func (s *Server) setTrustLevel(c echo.Context) error {
 // cellForm is an empty "add a cell" form with the tool selected (or the
 // first one).
 func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
-	f := views.CellForm{NotebookID: notebookID}
+	f := views.CellForm{NotebookID: notebookID, IdempotencyKey: newFormKey()}
 	var selected *tools.Tool
 	for _, t := range s.props.Tools() {
 		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description})
@@ -115,23 +117,35 @@ func (s *Server) addCell(c echo.Context) error {
 	if err != nil {
 		return apperr.Errorf(apperr.EBADREQ, "The form could not be read.")
 	}
-	name, rationale := form.Get("tool"), form.Get("rationale")
+	name, rationale, key := form.Get("tool"), form.Get("rationale"), form.Get("idempotency_key")
 	tool, ok := s.props.Tool(name)
 	if !ok {
 		f := s.cellForm(id.String(), "")
 		f.Error = "Pick a tool from the list."
 		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
 	}
+	// The form carries an idempotency key of its own, so a double submit
+	// (or a retry after a lost response) adds the cell once.
 	args, err := argumentsFromForm(tool, form)
 	if err == nil {
-		_, err = s.props.Propose(c.Request().Context(), principal(c), proposals.InNotebook(id), proposals.Input{Tool: name, Arguments: args, Rationale: rationale})
+		in := proposals.Input{Tool: name, Arguments: args, Rationale: rationale, IdempotencyKey: key}
+		var idem *proposals.Idem
+		var stored *proposals.StoredResponse
+		idem, stored, err = s.beginIdempotent(c, proposals.InNotebook(id), in)
+		if err == nil && stored == nil {
+			defer idem.Release(c.Request().Context())
+			var p proposals.Proposal
+			if p, err = s.props.Propose(c.Request().Context(), principal(c), proposals.InNotebook(id), in); err == nil {
+				err = idem.Store(c.Request().Context(), proposals.StoredResponse{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(p.ID.String())})
+			}
+		}
 	}
 	if err != nil {
 		if apperr.Code(err) != apperr.EINVALID {
 			return err
 		}
 		f := s.cellForm(id.String(), name)
-		f.Fields, f.Rationale = formFieldsFromInput(tool, form, err), rationale
+		f.Fields, f.Rationale, f.IdempotencyKey = formFieldsFromInput(tool, form, err), rationale, key
 		f.RationaleError = fieldError(err, "rationale")
 		f.Error = apperr.Message(err)
 		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
@@ -167,3 +181,6 @@ func (s *Server) newCells(c echo.Context) error {
 	}
 	return render(c, http.StatusOK, views.NewCells(id.String(), fresh, max(after, len(cells))))
 }
+
+// newFormKey is a fresh idempotency key for one rendering of a form.
+func newFormKey() string { return "form-" + strings.ReplaceAll(uuid.NewString(), "-", "") }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -29,7 +30,8 @@ func TestAPI_NotebookCellsFollowTheTrustLevel(t *testing.T) {
 		return map[string]any{"tool": "records.put", "arguments": map[string]any{"collection": "c", "key": key, "value": map[string]any{"k": key}},
 			"rationale": "keep the record up to date"}
 	}
-	del := map[string]any{"tool": "records.delete", "arguments": map[string]any{"collection": "c", "key": "a"}, "rationale": "remove the stale record"}
+	del := map[string]any{"tool": "records.delete", "arguments": map[string]any{"collection": "c", "key": "a"}, "rationale": "remove the stale record",
+		"idempotency_key": "delete-a-00000000001"}
 
 	// Cautious: a change asks.
 	resp, p := e.api("POST", base+"/tool-calls", agent, put("a"))
@@ -66,7 +68,7 @@ func TestAPI_NotebookCellsFollowTheTrustLevel(t *testing.T) {
 	// Autonomous: everything runs.
 	e.api("PATCH", base, user, map[string]any{"trust_level": "autonomous"})
 	resp, p = e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.delete",
-		"arguments": map[string]any{"collection": "c", "key": "b"}, "rationale": "remove the stale record"})
+		"arguments": map[string]any{"collection": "c", "key": "b"}, "rationale": "remove the stale record", "idempotency_key": "delete-b-00000000001"})
 	if resp.StatusCode != http.StatusOK || p["disposition"] != "auto" || p["status"] != "applied" {
 		t.Fatalf("autonomous delete: %d %v", resp.StatusCode, p)
 	}
@@ -180,6 +182,7 @@ func TestNotebookPage_AddCellsFromTheFormRunAskAndDiscard(t *testing.T) {
 		t.Helper()
 		args.Set("tool", tool)
 		args.Set("rationale", "the owner tries this out")
+		args.Set("idempotency_key", "form-"+strings.ReplaceAll(tool, ".", "_")+"-"+strconv.Itoa(len(args))+"-key0001")
 		resp, frag := owner.postForm(path+"/cells", args)
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("HX-Trigger") != "cells-changed" {
 			t.Fatalf("add %s: %d\n%s", tool, resp.StatusCode, frag)

@@ -57,6 +57,7 @@ func (s *Server) routes() *echo.Echo {
 	api.PATCH("/notebooks/:id", s.apiUpdateNotebook)
 	api.GET("/notebooks/:id/cells", s.apiListCells)
 	api.POST("/notebooks/:id/tool-calls", s.apiProposeInNotebook)
+	api.POST("/decisions", s.apiDecide)
 	api.GET("/proposals/:id", s.apiGetProposal)
 	api.POST("/proposals/:id/apply", s.apiApplyProposal)
 	api.POST("/proposals/:id/reject", s.apiRejectProposal)

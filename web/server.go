@@ -63,13 +63,14 @@ type Services struct {
 	Proposals     *proposals.Service
 }
 
-// NewServices builds every service on one pool.
-func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParams) Services {
+// NewServices builds every service on one pool, with the tool registry
+// (checked at start: see tools.Builtin).
+func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParams, registry *tools.Registry) Services {
 	return Services{
 		Auth:          auth.NewService(pool, params),
 		Conversations: conversations.NewService(pool),
 		Notebooks:     notebooks.NewService(pool),
-		Proposals:     proposals.NewService(pool, tools.Builtin(), log),
+		Proposals:     proposals.NewService(pool, registry, log),
 	}
 }
 

@@ -28,7 +28,11 @@ func TestToolsPage_ListsEveryToolWithItsEffectAndArguments(t *testing.T) {
 	if !strings.Contains(body, `href="/tools" aria-current="page"`) {
 		t.Error("the header does not mark Tools as the current page")
 	}
-	for _, tool := range tools.Builtin().List() {
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range registry.List() {
 		card, ok := section(body, `id="tool-`+tool.Name+`"`, "</article>")
 		if !ok {
 			t.Errorf("%s is not listed", tool.Name)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
+	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/web"
 )
 
@@ -46,7 +48,12 @@ func newEnv(t *testing.T) *env {
 
 func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	t.Helper()
-	svc := web.NewServices(pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1})
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := web.NewServices(pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, registry)
+	svc.Proposals.SetIdempotencyWait(300 * time.Millisecond)
 	a := svc.Auth
 	ws, err := a.EnsureDefaultWorkspace(context.Background())
 	if err != nil {

@@ -45,7 +45,8 @@ func TestBrowser_ToggleModeApproveAndRejectCards(t *testing.T) {
 	put := postJSON(t, base+"/tool-calls", agent, map[string]any{"tool": "records.put",
 		"arguments": map[string]any{"collection": "clients", "key": "acme", "value": map[string]any{"tier": "gold"}}, "rationale": "the user said Acme is gold"})
 	del := postJSON(t, base+"/tool-calls", agent, map[string]any{"tool": "records.delete",
-		"arguments": map[string]any{"collection": "clients", "key": "old"}, "rationale": "clean up an old client"})
+		"arguments": map[string]any{"collection": "clients", "key": "old"}, "rationale": "clean up an old client",
+		"idempotency_key": "delete-old-client-001"})
 
 	ctx := browser(t)
 	signInBrowser(t, ctx, s.URL, "root@example.com", "the admin's password")

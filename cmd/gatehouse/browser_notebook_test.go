@@ -75,7 +75,8 @@ func TestBrowser_TrustedNotebookRunsChangesAndAsksForDeletes(t *testing.T) {
 
 	// An agent's cell appears without a reload: a mutating one runs.
 	postJSON(t, s.URL+"/api/v1/notebooks/"+notebookID+"/tool-calls", agent, map[string]any{"tool": "notes.append",
-		"arguments": map[string]any{"collection": "clients", "key": "acme", "text": "called on Monday"}, "rationale": "log the call we just had"})
+		"arguments": map[string]any{"collection": "clients", "key": "acme", "text": "called on Monday"}, "rationale": "log the call we just had",
+		"idempotency_key": "note-acme-monday-0001"})
 	step(t, ctx, "agent cell and run",
 		chromedp.WaitVisible(chromedp.CSS(`[data-tool="notes.append"][data-status=applied]`)),
 		// Run the delete: its postflight replaces the buttons.

@@ -10,16 +10,19 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/term"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 )
 
-// withAuth opens the database, migrates it and hands an auth service to fn.
-func withAuth(ctx context.Context, cfg Config, stderr io.Writer, fn func(*auth.Service, *slog.Logger) error) error {
+// withPool opens the database, migrates it and hands a pool to fn.
+func withPool(ctx context.Context, cfg Config, stderr io.Writer, fn func(*pgxpool.Pool, *slog.Logger) error) error {
 	log := newLogger(stderr, slog.LevelWarn)
 	database, err := openDatabase(ctx, cfg, log)
 	if err != nil {
@@ -31,7 +34,34 @@ func withAuth(ctx context.Context, cfg Config, stderr io.Writer, fn func(*auth.S
 		return err
 	}
 	defer pool.Close()
-	return fn(auth.NewService(pool, auth.DefaultPasswordParams), log)
+	return fn(pool, log)
+}
+
+// withAuth opens the database, migrates it and hands an auth service to fn.
+func withAuth(ctx context.Context, cfg Config, stderr io.Writer, fn func(*auth.Service, *slog.Logger) error) error {
+	return withPool(ctx, cfg, stderr, func(pool *pgxpool.Pool, log *slog.Logger) error {
+		return fn(auth.NewService(pool, auth.DefaultPasswordParams), log)
+	})
+}
+
+// auditCommand is "audit purge": delete the audit rows whose retention
+// (set per row from the tool's contract) has passed.
+func auditCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "purge" {
+		return usageError("audit needs purge")
+	}
+	cfg, err := loadConfig("audit purge", args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return withPool(ctx, cfg, stderr, func(pool *pgxpool.Pool, _ *slog.Logger) error {
+		n, err := audit.Purge(ctx, db.New(pool), time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "purged %d audit rows past their retention\n", n)
+		return nil
+	})
 }
 
 func migrateCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -47,6 +47,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return tokenCommand(ctx, rest, getenv, stdout, stderr)
 	case "db":
 		return dbCommand(ctx, rest, getenv, stdout, stderr)
+	case "audit":
+		return auditCommand(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -66,6 +68,7 @@ Commands:
                              print a new API token (shown once)
   token revoke --id ID       revoke an API token
   db url                     print the database URL (starts the embedded one if needed)
+  audit purge                delete the audit rows past their retention
 
 Every command finds its database the same way: DATABASE_URL if set,
 otherwise the embedded PostgreSQL cluster in the data directory.

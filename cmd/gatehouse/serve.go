@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/web"
 )
 
@@ -22,6 +23,12 @@ func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 // embedded database if it started it.
 func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.LogLevel)
+	// A tool whose contract does not hold stops the server before anything
+	// else starts; the error names the tool.
+	registry, err := tools.Builtin()
+	if err != nil {
+		return err
+	}
 	database, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -33,7 +40,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	defer pool.Close()
 
-	svc := web.NewServices(pool, log, auth.DefaultPasswordParams)
+	svc := web.NewServices(pool, log, auth.DefaultPasswordParams, registry)
 	authSvc := svc.Auth
 	wsID, err := authSvc.EnsureDefaultWorkspace(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -30,8 +31,18 @@ func actor(p auth.Principal) (kind string, user, token uuid.NullUUID) {
 	return kind, user, token
 }
 
-// Record writes one audit row.
+// DefaultRetention keeps audit rows that are not about a tool call (sign-in
+// settings, trust changes…) for a year.
+const DefaultRetention = 365 * 24 * time.Hour
+
+// Record writes one audit row, kept for DefaultRetention.
 func Record(ctx context.Context, q *db.Queries, p auth.Principal, workspaceID uuid.UUID, action, subjectType, subjectID string, data map[string]any) error {
+	return RecordRetained(ctx, q, p, workspaceID, DefaultRetention, action, subjectType, subjectID, data)
+}
+
+// RecordRetained writes one audit row kept for the given time (a tool
+// call's rows are kept as long as its contract says).
+func RecordRetained(ctx context.Context, q *db.Queries, p auth.Principal, workspaceID uuid.UUID, keep time.Duration, action, subjectType, subjectID string, data map[string]any) error {
 	kind, user, token := actor(p)
 	if data == nil {
 		data = map[string]any{}
@@ -43,8 +54,19 @@ func Record(ctx context.Context, q *db.Queries, p auth.Principal, workspaceID uu
 	if _, err := q.InsertAuditEvent(ctx, db.InsertAuditEventParams{
 		WorkspaceID: workspaceID, ActorKind: kind, ActorUserID: user, ActorTokenID: token,
 		Action: action, SubjectType: subjectType, SubjectID: subjectID, Data: b,
+		RetentionUntil: time.Now().Add(keep),
 	}); err != nil {
 		return fmt.Errorf("audit: %s: %w", action, err)
 	}
 	return nil
+}
+
+// Purge deletes the audit rows whose retention ended before now, and says
+// how many.
+func Purge(ctx context.Context, q *db.Queries, now time.Time) (int64, error) {
+	n, err := q.PurgeExpiredAuditEvents(ctx, now)
+	if err != nil {
+		return 0, fmt.Errorf("audit: purge: %w", err)
+	}
+	return n, nil
 }

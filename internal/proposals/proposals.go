@@ -23,19 +23,19 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
-	"github.com/gatehouse/gatehouse/internal/conversations"
-	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // Statuses of a proposal.
 const (
-	StatusPending  = "pending"
-	StatusApplying = "applying"
-	StatusApplied  = "applied"
-	StatusRejected = "rejected"
-	StatusFailed   = "failed"
+	StatusPending = "pending"
+	// StatusPendingApproval waits for an approver (a deferred decision).
+	StatusPendingApproval = "pending_approval"
+	StatusApplying        = "applying"
+	StatusApplied         = "applied"
+	StatusRejected        = "rejected"
+	StatusFailed          = "failed"
 )
 
 // Apply paths, recorded on the proposal and in its audit row.
@@ -82,7 +82,13 @@ type Proposal struct {
 	TrustLevel     policy.TrustLevel
 	// Disposition is the scope gate's verdict: auto-run, auto-apply or
 	// propose in a conversation; auto, confirm or gated in a notebook.
-	Disposition     string
+	Disposition string
+	// The contract facts and the layered decision the call was taken on.
+	Authority       policy.Authority
+	Risk            policy.Risk
+	ActionClass     string
+	Decision        *policy.Decision
+	DryRun          bool
 	Status          string
 	Result          json.RawMessage
 	Error           string
@@ -98,32 +104,56 @@ type Input struct {
 	Tool      string
 	Arguments json.RawMessage
 	Rationale string
+	// IdempotencyKey is required by write-non-idempotent and irreversible
+	// tools (the caller holds it with BeginIdempotent).
+	IdempotencyKey string
 }
 
 // Service is the propose → apply service.
 type Service struct {
-	pool  *pgxpool.Pool
-	q     *db.Queries
-	tools *tools.Registry
-	log   *slog.Logger
+	pool     *pgxpool.Pool
+	q        *db.Queries
+	tools    *tools.Registry
+	log      *slog.Logger
+	idemWait time.Duration
+	env      string
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
-	return &Service{pool: pool, q: db.New(pool), tools: registry, log: log}
+	return &Service{pool: pool, q: db.New(pool), tools: registry, log: log, idemWait: 5 * time.Second, env: "production"}
+}
+
+// SetIdempotencyWait sets how long a request waits for another holding the
+// same idempotency key before it answers 409.
+func (s *Service) SetIdempotencyWait(d time.Duration) { s.idemWait = d }
+
+// SetEnvironment names the deployment ("production", "staging") for the
+// staging_only constraint.
+func (s *Service) SetEnvironment(env string) { s.env = env }
+
+func unknownTool(name string) error {
+	return &apperr.Error{Code: apperr.ENOTFOUND, Message: fmt.Sprintf("No tool is named %q.", name),
+		Fields: []apperr.FieldError{{Field: "tool", Message: "unknown tool"}}}
+}
+
+// audit writes an audit row kept as long as the tool's contract says.
+func (s *Service) audit(ctx context.Context, q *db.Queries, p auth.Principal, tool *tools.Tool, action, subjectType, subjectID string, data map[string]any) error {
+	return audit.RecordRetained(ctx, q, p, p.WorkspaceID, tool.Contract.Retention, action, subjectType, subjectID, data)
 }
 
 // ErrNotFound is what a caller gets for a proposal that is not theirs.
 var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such proposal.")
 
-// Propose validates a call, decides it from its scope's setting (read from
-// the row now, never cached), records it with its audit row, and applies it
-// at once when the decision allows.
+// Propose validates a call, decides it in layers from its scope's setting
+// and the tool's contract (rows read now, never cached), records it with
+// its audit row, and applies it at once when the decision allows. A call
+// nobody may run (human_only, blocked) or that breaks a constraint is
+// refused with 403 and leaves only an audit row.
 func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in Input) (Proposal, error) {
 	tool, ok := s.tools.Get(in.Tool)
 	if !ok {
-		return Proposal{}, &apperr.Error{Code: apperr.ENOTFOUND, Message: fmt.Sprintf("No tool is named %q.", in.Tool),
-			Fields: []apperr.FieldError{{Field: "tool", Message: "unknown tool"}}}
+		return Proposal{}, unknownTool(in.Tool)
 	}
 	var fields []apperr.FieldError
 	rationale := strings.TrimSpace(in.Rationale)
@@ -147,6 +177,11 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		}
 		return Proposal{}, apperr.Invalid("Invalid fields: "+strings.Join(names, ", ")+".", fields...)
 	}
+	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" {
+		return Proposal{}, &apperr.Error{Code: apperr.EBADREQ,
+			Message: fmt.Sprintf("%s is %s: send an Idempotency-Key header (or idempotency_key), so a retry cannot run it twice.", tool.Name, tool.Contract.Authority),
+			Fields:  []apperr.FieldError{{Field: "idempotency_key", Message: "is required for this tool"}}}
+	}
 
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -154,9 +189,44 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	d, err := s.decide(ctx, q, p, scope, tool)
+	d, err := s.decide(ctx, q, p, scope, tool, args)
 	if err != nil {
 		return Proposal{}, err
+	}
+	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
+		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID}
+	refuse := func(err error, why map[string]any) (Proposal, error) {
+		for k, v := range why {
+			auditData[k] = v
+		}
+		if aerr := s.audit(ctx, q, p, tool, "proposal.refused", "tool", tool.Name, auditData); aerr != nil {
+			return Proposal{}, aerr
+		}
+		if cerr := tx.Commit(ctx); cerr != nil {
+			return Proposal{}, fmt.Errorf("proposals: commit refusal: %w", cerr)
+		}
+		return Proposal{}, err
+	}
+	if d.State == policy.StateHumanOnly || d.State == policy.StateBlocked {
+		return refuse(refusal(d), map[string]any{"layers": d.Layers})
+	}
+	if err := s.checkConstraints(tool, args, d, nil); err != nil {
+		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
+	}
+	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
+		return Proposal{}, err
+	}
+	decisionJSON, err := json.Marshal(d.Decision)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: encode decision: %w", err)
+	}
+	constraintsJSON, err := json.Marshal(d.constraints)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
+	}
+	status := StatusPending
+	if d.State == policy.StateDeferred {
+		status = StatusPendingApproval
 	}
 	kind := "user"
 	if p.IsAgent() {
@@ -166,16 +236,15 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, ProposedByUserID: p.UserID,
 		ProposedByTokenID: nullUUID(p.TokenID), ProposedByKind: kind,
 		Tool: tool.Name, Effect: string(tool.Effect), Arguments: args, Rationale: rationale,
-		PermissionMode: nullText(string(d.mode)), TrustLevel: nullText(string(d.trust)), Disposition: d.disposition,
+		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
+		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
+		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status,
 	}
-	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.disposition}
 	switch scope.Kind {
 	case ScopeConversation:
 		params.ConversationID = nullUUID(scope.ID)
-		auditData["conversation_id"], auditData["permission_mode"] = scope.ID, d.mode
 	case ScopeNotebook:
 		params.NotebookID = nullUUID(scope.ID)
-		auditData["notebook_id"], auditData["trust_level"] = scope.ID, d.trust
 	}
 	row, err := q.InsertProposal(ctx, params)
 	if err != nil {
@@ -184,58 +253,16 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if err := s.touchScope(ctx, q, p, scope, row.ID, tool.Name); err != nil {
 		return Proposal{}, err
 	}
-	if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
+	if err := s.audit(ctx, q, p, tool, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
 		return Proposal{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
 	}
-	if !d.auto {
+	if !d.auto() {
 		return fromRow(row), nil
 	}
 	return s.apply(ctx, p, row.ID, nil, PathAuto)
-}
-
-// scopeDecision is the scope gate's verdict on one call.
-type scopeDecision struct {
-	mode        policy.PermissionMode // conversations
-	trust       policy.TrustLevel     // notebooks
-	disposition string
-	auto        bool // applied at once, without a person
-}
-
-// decide reads the scope's row (owner-scoped: someone else's scope is not
-// found) and applies the scope gate to the tool.
-func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (scopeDecision, error) {
-	switch scope.Kind {
-	case ScopeConversation:
-		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return scopeDecision{}, conversations.ErrNotFound
-		}
-		if err != nil {
-			return scopeDecision{}, fmt.Errorf("proposals: read conversation: %w", err)
-		}
-		mode := policy.PermissionMode(conv.PermissionMode)
-		disp := policy.DecideToolDisposition(tool.Effect, mode)
-		return scopeDecision{mode: mode, disposition: string(disp), auto: disp != policy.Propose}, nil
-	case ScopeNotebook:
-		nb, err := q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return scopeDecision{}, notebooks.ErrNotFound
-		}
-		if err != nil {
-			return scopeDecision{}, fmt.Errorf("proposals: read notebook: %w", err)
-		}
-		trust := policy.TrustLevel(nb.TrustLevel)
-		gate, err := policy.GateAction(policy.TierOf(tool.Effect), trust)
-		if err != nil {
-			// gate is already the strictest outcome; say why it was taken.
-			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", nb.ID, "err", err)
-		}
-		return scopeDecision{trust: trust, disposition: string(gate), auto: !gate.NeedsHuman()}, nil
-	}
-	return scopeDecision{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
 }
 
 // touchScope marks the scope as active; a conversation also gets the tool
@@ -289,17 +316,6 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if !ok {
 		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", cur.Tool)
 	}
-	if path == PathAuto {
-		// The auto path is faster, never weaker: the decision is taken again
-		// from the row as it is now.
-		d, err := s.decide(ctx, q, p, scopeOf(cur), tool)
-		if err != nil {
-			return Proposal{}, err
-		}
-		if !d.auto {
-			return fromRow(cur), nil // the owner tightened the setting meanwhile: it waits for them
-		}
-	}
 	args := cur.Arguments
 	if len(edited) > 0 {
 		if args, err = compact(edited); err != nil {
@@ -308,6 +324,27 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 		if err := tool.ValidateArguments(args); err != nil {
 			return Proposal{}, err
 		}
+	}
+	// The decision is taken again from the rows as they are now. The auto
+	// path is faster, never weaker: if the owner tightened the setting
+	// meanwhile, the call waits for them. On every path, a call that has
+	// become human_only or blocked, or breaks a constraint, does not run.
+	d, err := s.decide(ctx, q, p, scopeOf(cur), tool, args)
+	if err != nil {
+		return Proposal{}, err
+	}
+	if path == PathAuto && !d.auto() {
+		return fromRow(cur), nil
+	}
+	if d.State == policy.StateHumanOnly || d.State == policy.StateBlocked {
+		return Proposal{}, refusal(d)
+	}
+	var stored []policy.Constraint
+	if err := json.Unmarshal(cur.Constraints, &stored); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: decode constraints: %w", err)
+	}
+	if err := s.checkConstraints(tool, args, d, stored); err != nil {
+		return Proposal{}, err
 	}
 	var appliedArgs []byte
 	if !sameJSON(args, cur.Arguments) {
@@ -324,7 +361,7 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 		return Proposal{}, fmt.Errorf("proposals: claim: %w", err)
 	}
 	if appliedArgs != nil {
-		if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.edited", "proposal", id.String(), map[string]any{
+		if err := s.audit(ctx, q, p, tool, "proposal.edited", "proposal", id.String(), map[string]any{
 			"before": json.RawMessage(cur.Arguments), "after": json.RawMessage(appliedArgs),
 		}); err != nil {
 			return Proposal{}, err
@@ -333,11 +370,20 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit claim: %w", err)
 	}
-	return s.execute(ctx, p, claimed, tool, args, path)
+	return s.execute(ctx, p, claimed, tool, args, path, policy.DryRun(stored))
 }
 
 // execute runs the tool and records the outcome in one transaction.
-func (s *Service) execute(ctx context.Context, p auth.Principal, claimed db.Proposal, tool *tools.Tool, args json.RawMessage, path string) (Proposal, error) {
+func (s *Service) execute(ctx context.Context, p auth.Principal, claimed db.Proposal, tool *tools.Tool, args json.RawMessage, path string, dryRun bool) (Proposal, error) {
+	if dryRun {
+		// dry_run_only: the executor does not run; the result says so.
+		b, err := json.Marshal(map[string]any{"dry_run": true, "tool": tool.Name, "arguments": args,
+			"note": "Not executed: a dry_run_only constraint applies."})
+		if err != nil {
+			return Proposal{}, fmt.Errorf("proposals: encode dry run: %w", err)
+		}
+		return s.finish(ctx, s.q, nil, p, claimed, tool, path, b, "", true)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin execute: %w", err)
@@ -351,24 +397,24 @@ func (s *Service) execute(ctx context.Context, p auth.Principal, claimed db.Prop
 		// failure in a fresh transaction so the proposal is not stuck.
 		tx.Rollback(ctx)
 		s.log.Error("tool failed", "tool", tool.Name, "proposal_id", claimed.ID, "err", execErr)
-		return s.finish(ctx, s.q, nil, p, claimed, path, nil, "Internal error while running the tool.")
+		return s.finish(ctx, s.q, nil, p, claimed, tool, path, nil, "Internal error while running the tool.", false)
 	}
 	if execErr != nil {
 		// A failure the caller may see (a missing record, say): roll back the
 		// tool's work, keep the outcome.
 		tx.Rollback(ctx)
-		return s.finish(ctx, s.q, nil, p, claimed, path, nil, safe.Message)
+		return s.finish(ctx, s.q, nil, p, claimed, tool, path, nil, safe.Message, false)
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: encode result: %w", err)
 	}
-	return s.finish(ctx, q, tx, p, claimed, path, b, "")
+	return s.finish(ctx, q, tx, p, claimed, tool, path, redact(b, claimed.Constraints), "", false)
 }
 
 // finish moves applying → applied or failed and writes the audit row; with a
 // nil tx it runs in its own transaction.
-func (s *Service) finish(ctx context.Context, q *db.Queries, tx pgx.Tx, p auth.Principal, claimed db.Proposal, path string, result []byte, failure string) (Proposal, error) {
+func (s *Service) finish(ctx context.Context, q *db.Queries, tx pgx.Tx, p auth.Principal, claimed db.Proposal, tool *tools.Tool, path string, result []byte, failure string, dryRun bool) (Proposal, error) {
 	if tx == nil {
 		var err error
 		if tx, err = s.pool.Begin(ctx); err != nil {
@@ -382,12 +428,15 @@ func (s *Service) finish(ctx context.Context, q *db.Queries, tx pgx.Tx, p auth.P
 		status, action = StatusFailed, "proposal.failed"
 		data["error"] = failure
 	}
+	if dryRun {
+		data["dry_run"] = true
+	}
 	row, err := q.FinishProposal(ctx, db.FinishProposalParams{ID: claimed.ID, Status: status, Result: result,
-		Error: pgtype.Text{String: failure, Valid: failure != ""}})
+		Error: pgtype.Text{String: failure, Valid: failure != ""}, DryRun: dryRun})
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: finish: %w", err)
 	}
-	if err := audit.Record(ctx, q, p, p.WorkspaceID, action, "proposal", claimed.ID.String(), data); err != nil {
+	if err := s.audit(ctx, q, p, tool, action, "proposal", claimed.ID.String(), data); err != nil {
 		return Proposal{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -438,7 +487,11 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: reject: %w", err)
 	}
-	if err := audit.Record(ctx, q, p, p.WorkspaceID, "proposal.rejected", "proposal", id.String(), map[string]any{"reason": reason, "tool": row.Tool}); err != nil {
+	keep := audit.DefaultRetention
+	if tool, ok := s.tools.Get(row.Tool); ok {
+		keep = tool.Contract.Retention
+	}
+	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.rejected", "proposal", id.String(), map[string]any{"reason": reason, "tool": row.Tool}); err != nil {
 		return Proposal{}, err
 	}
 	return fromRow(row), tx.Commit(ctx)
@@ -528,8 +581,20 @@ func fromRow(r db.Proposal) Proposal {
 		ID: r.ID, Scope: scopeOf(r), Tool: r.Tool, Effect: policy.Effect(r.Effect),
 		Arguments: r.Arguments, AppliedArguments: r.AppliedArguments, Rationale: r.Rationale,
 		PermissionMode: policy.PermissionMode(r.PermissionMode.String), TrustLevel: policy.TrustLevel(r.TrustLevel.String),
-		Disposition: r.Disposition,
-		Status:      r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
+		Disposition: r.Disposition, Authority: policy.Authority(r.Authority.String), Risk: policy.Risk(r.Risk.String),
+		ActionClass: r.ActionClass.String, Decision: decodeDecision(r.Decision), DryRun: r.DryRun,
+		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
 		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt,
 	}
+}
+
+func decodeDecision(raw []byte) *policy.Decision {
+	if len(raw) == 0 {
+		return nil
+	}
+	var d policy.Decision
+	if json.Unmarshal(raw, &d) != nil {
+		return nil
+	}
+	return &d
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
@@ -57,9 +58,13 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return p
 	}
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &fixture{
 		pool: pool, convs: conversations.NewService(pool), nbs: notebooks.NewService(pool),
-		props: proposals.NewService(pool, tools.Builtin(), slog.New(slog.DiscardHandler)),
+		props: proposals.NewService(pool, registry, slog.New(slog.DiscardHandler)),
 		owner: principal("owner@example.com", auth.TokenUser), agent: principal("owner@example.com", auth.TokenAgent),
 		other: principal("other@example.com", auth.TokenUser),
 	}
@@ -84,8 +89,11 @@ func (f *fixture) setMode(t *testing.T, id uuid.UUID, mode string) {
 	}
 }
 
+// call is a proposed call with a fresh idempotency key (write-non-idempotent
+// and irreversible tools require one).
 func call(tool, args string) proposals.Input {
-	return proposals.Input{Tool: tool, Arguments: json.RawMessage(args), Rationale: "because the user asked for it"}
+	return proposals.Input{Tool: tool, Arguments: json.RawMessage(args), Rationale: "because the user asked for it",
+		IdempotencyKey: "test-" + strings.ReplaceAll(uuid.NewString(), "-", "")}
 }
 
 func (f *fixture) auditActions(t *testing.T, subject uuid.UUID) []string {

@@ -20,27 +20,31 @@ const keySchema = `{"type": "string", "minLength": 1, "maxLength": 200, "descrip
 
 // Builtin returns the registry of built-in tools, which act on the
 // workspace's records store in PostgreSQL.
-func Builtin() *Registry {
-	r, err := NewRegistry(
+func Builtin() (*Registry, error) {
+	return NewRegistry(policy.DefaultClasses(),
 		Tool{
 			Name: "records.search", Effect: policy.EffectRead,
 			Description: "Find records whose key or value contains the query, optionally in one collection.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["query"],
 				"properties": {"query": {"type": "string", "maxLength": 200, "description": "Text to find in keys and values"}, "collection": ` + collectionSchema + `}}`),
-			Execute: searchRecords,
+			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
+			Execute:  searchRecords,
 		},
 		Tool{
 			Name: "records.get", Effect: policy.EffectRead,
 			Description: "Read one record by collection and key.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `}}`),
-			Execute: getRecord,
+			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
+			Execute:  getRecord,
 		},
 		Tool{
 			Name: "records.put", Effect: policy.EffectMutate,
 			Description: "Create or replace a record's value (upsert by collection and key).",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "value"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "value": {"type": "object", "description": "The new value: any JSON object"}}}`),
+			Contract: Contract{Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local",
+				Idempotency: Idempotency{KeyFields: []string{"collection", "key"}}},
 			Execute: putRecord,
 		},
 		Tool{
@@ -48,6 +52,8 @@ func Builtin() *Registry {
 			Description: "Append a note to an existing record.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "text"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "text": {"type": "string", "minLength": 1, "maxLength": 5000, "description": "The note to append"}}}`),
+			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, ActionClass: "tool.call.local",
+				Idempotency: Idempotency{Required: true}},
 			Execute: appendNote,
 		},
 		Tool{
@@ -55,13 +61,13 @@ func Builtin() *Registry {
 			Description: "Delete a record. It cannot be undone.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `}}`),
+			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
+				Idempotency: Idempotency{Required: true},
+				Gating: Gating{NotGatedReason: "The records are the workspace's own; the owner's confirm card, " +
+					"shown for this tool in every conversation mode, is the human gate."}},
 			Execute: deleteRecord,
 		},
 	)
-	if err != nil {
-		panic(err) // the built-in declarations are fixed; a test compiles them
-	}
-	return r
 }
 
 // recordView is how a record appears in a tool result.

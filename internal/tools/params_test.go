@@ -38,7 +38,11 @@ func TestParams_RequiredFirstWithTypesAndHints(t *testing.T) {
 }
 
 func TestBuiltin_EveryToolDescribesEveryArgument(t *testing.T) {
-	for _, tool := range Builtin().List() {
+	registry, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range registry.List() {
 		params := tool.Params()
 		if len(params) == 0 {
 			t.Errorf("%s has no arguments listed", tool.Name)

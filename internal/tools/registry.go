@@ -31,22 +31,26 @@ type Tool struct {
 	Description string
 	Effect      policy.Effect
 	// Schema is the JSON Schema of the arguments.
-	Schema  json.RawMessage
-	Execute Executor
+	Schema   json.RawMessage
+	Contract Contract
+	Execute  Executor
 
 	compiled *jsonschema.Schema
 }
 
-// Registry holds the declarations by name.
+// Registry holds the declarations by name, and the action classes they
+// are classified into.
 type Registry struct {
-	byName map[string]*Tool
-	names  []string
+	byName  map[string]*Tool
+	names   []string
+	classes *policy.ClassRegistry
 }
 
-// NewRegistry compiles each tool's schema; a bad declaration is an error
-// that stops the server.
-func NewRegistry(decls ...Tool) (*Registry, error) {
-	r := &Registry{byName: map[string]*Tool{}}
+// NewRegistry checks each declaration (its contract, against the action
+// classes) and compiles its schema; a bad declaration is an error naming
+// the tool, which stops the server.
+func NewRegistry(classes *policy.ClassRegistry, decls ...Tool) (*Registry, error) {
+	r := &Registry{byName: map[string]*Tool{}, classes: classes}
 	for _, d := range decls {
 		if _, dup := r.byName[d.Name]; dup {
 			return nil, fmt.Errorf("tools: %s is declared twice", d.Name)
@@ -58,6 +62,9 @@ func NewRegistry(decls ...Tool) (*Registry, error) {
 		}
 		if d.Execute == nil {
 			return nil, fmt.Errorf("tools: %s has no executor", d.Name)
+		}
+		if err := d.settle(classes); err != nil {
+			return nil, err
 		}
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(d.Schema))
 		if err != nil {
@@ -84,6 +91,9 @@ func (r *Registry) Get(name string) (*Tool, bool) {
 	t, ok := r.byName[name]
 	return t, ok
 }
+
+// Classes are the action classes the registry classifies calls into.
+func (r *Registry) Classes() *policy.ClassRegistry { return r.classes }
 
 // List returns every tool, by name.
 func (r *Registry) List() []*Tool {

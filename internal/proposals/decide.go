@@ -1,0 +1,200 @@
+package proposals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+// decision is the layered decision on one call, with what it was taken on.
+type decision struct {
+	policy.Decision
+	scope       scopeDecision
+	class       string
+	ws          tools.Workspace
+	constraints []policy.Constraint
+}
+
+// auto reports whether the call is applied at once, without a person.
+func (d decision) auto() bool {
+	return d.State == policy.StateAllowed || d.State == policy.StateAllowedWithConstraints
+}
+
+// scopeDecision is what the scope's row says.
+type scopeDecision struct {
+	mode        policy.PermissionMode // conversations
+	trust       policy.TrustLevel     // notebooks
+	disposition string
+}
+
+// decide reads the scope's row (owner-scoped: someone else's scope is not
+// found) and the workspace's settings, classifies the call, and runs every
+// layer (internal/policy). It reads rows as they are now, never cached.
+func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool, args json.RawMessage) (decision, error) {
+	sd, err := s.readScope(ctx, q, p, scope, tool)
+	if err != nil {
+		return decision{}, err
+	}
+	wsRow, err := q.GetWorkspace(ctx, p.WorkspaceID)
+	if err != nil {
+		return decision{}, fmt.Errorf("proposals: read workspace: %w", err)
+	}
+	ws := tools.Workspace{InternalDomains: wsRow.InternalDomains, WebhookAllowlist: wsRow.WebhookAllowlist, AutoApproveHighRisk: wsRow.AutoApproveHighRisk}
+	var argMap map[string]any
+	if err := json.Unmarshal(args, &argMap); err != nil {
+		return decision{}, fmt.Errorf("proposals: decode arguments: %w", err)
+	}
+	constraints := tool.ConstraintsFor(ws)
+	names := make([]string, len(constraints))
+	for i, c := range constraints {
+		names[i] = c.Kind
+	}
+	class := tool.Class(argMap, ws, s.tools.Classes())
+	call := policy.Call{
+		Scope: policy.ScopeKind(scope.Kind), Effect: tool.Effect, Mode: sd.mode, Trust: sd.trust,
+		Risk: tool.Contract.Risk, ActionClass: class,
+		HumanGated: tool.Contract.Gating.Required, ThresholdExceeded: tool.ThresholdExceeded(argMap),
+		ApproverRole:        tool.Contract.Gating.ApproverRole,
+		AutoApproveHighRisk: ws.AutoApproveHighRisk,
+		Constraints:         names,
+	}
+	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: sd, class: class, ws: ws, constraints: constraints}, nil
+}
+
+// readScope reads the scope's row and applies its gate alone (the scope's
+// disposition is kept on the proposal beside the final state).
+func (s *Service) readScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (scopeDecision, error) {
+	switch scope.Kind {
+	case ScopeConversation:
+		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return scopeDecision{}, conversations.ErrNotFound
+		}
+		if err != nil {
+			return scopeDecision{}, fmt.Errorf("proposals: read conversation: %w", err)
+		}
+		mode := policy.PermissionMode(conv.PermissionMode)
+		return scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))}, nil
+	case ScopeNotebook:
+		nb, err := q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return scopeDecision{}, notebooks.ErrNotFound
+		}
+		if err != nil {
+			return scopeDecision{}, fmt.Errorf("proposals: read notebook: %w", err)
+		}
+		trust := policy.TrustLevel(nb.TrustLevel)
+		gate, err := policy.GateAction(policy.TierOf(tool.Effect), trust)
+		if err != nil {
+			// gate is already the strictest outcome; say why it was taken.
+			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", nb.ID, "err", err)
+		}
+		return scopeDecision{trust: trust, disposition: string(gate)}, nil
+	}
+	return scopeDecision{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
+}
+
+// refusal is the 403 for a call nobody may run here (human_only, blocked),
+// carrying the decision.
+func refusal(d decision) error {
+	msg := "This call is blocked."
+	if d.State == policy.StateHumanOnly {
+		msg = "Only a person can perform this action; the agent cannot run it."
+	}
+	for _, l := range d.Layers {
+		if l.State == d.State {
+			msg += " " + l.Reason
+			break
+		}
+	}
+	return &apperr.Error{Code: apperr.EFORBIDDEN, Message: msg, Extra: map[string]any{"decision": d.Decision}}
+}
+
+// DryRun is the canExecute question: how would this call be decided now?
+// It writes nothing but an audit row.
+func (s *Service) DryRun(ctx context.Context, p auth.Principal, scope Scope, toolName string, arguments json.RawMessage) (policy.Decision, error) {
+	tool, ok := s.tools.Get(toolName)
+	if !ok {
+		return policy.Decision{}, unknownTool(toolName)
+	}
+	args, err := compact(arguments)
+	if err == nil {
+		err = tool.ValidateArguments(args)
+	}
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return policy.Decision{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	d, err := s.decide(ctx, q, p, scope, tool, args)
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	if err := s.audit(ctx, q, p, tool, "decision.checked", "tool", tool.Name, map[string]any{
+		"scope": scope.Kind, "scope_id": scope.ID, "state": d.State, "action_class": d.class,
+	}); err != nil {
+		return policy.Decision{}, err
+	}
+	return d.Decision, tx.Commit(ctx)
+}
+
+// checkConstraints checks the call against every constraint on it: the
+// declared ones, the workspace's, and those stored on the proposal (an
+// approver's). A broken one is refused with its name.
+func (s *Service) checkConstraints(tool *tools.Tool, args json.RawMessage, d decision, stored []policy.Constraint) error {
+	cs := append(slices.Clone(d.constraints), stored...)
+	if len(cs) == 0 {
+		return nil
+	}
+	facts := policy.Facts{Now: time.Now(), Environment: s.env, InternalDomains: d.ws.InternalDomains}
+	if tool.Contract.Facts != nil {
+		var m map[string]any
+		if err := json.Unmarshal(args, &m); err != nil {
+			return fmt.Errorf("proposals: decode arguments: %w", err)
+		}
+		f := tool.Contract.Facts(m)
+		facts.Recipients, facts.URLs, facts.Amount = f.Recipients, f.URLs, f.Amount
+	}
+	err := policy.Check(cs, facts)
+	var v *policy.Violation
+	if errors.As(err, &v) {
+		return &apperr.Error{Code: apperr.EFORBIDDEN, Message: "The call breaks a constraint: " + v.Error() + ".",
+			Extra: map[string]any{"constraint": v.Constraint}}
+	}
+	return err
+}
+
+// redact removes the fields that redaction_rules name from a result before
+// it is stored.
+func redact(result []byte, constraints json.RawMessage) []byte {
+	var cs []policy.Constraint
+	if json.Unmarshal(constraints, &cs) != nil || len(cs) == 0 {
+		return result
+	}
+	var doc map[string]any
+	if json.Unmarshal(result, &doc) != nil {
+		return result
+	}
+	b, err := json.Marshal(policy.Redact(doc, cs))
+	if err != nil {
+		return result
+	}
+	return b
+}

@@ -1,0 +1,9 @@
+-- name: CountRate :one
+-- Counts one call in the bucket's current window and returns the count.
+INSERT INTO rate_counters (bucket, window_start, count, expires_at)
+VALUES ($1, $2, 1, $3)
+ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + 1
+RETURNING count;
+
+-- name: DeleteExpiredRateCounters :execrows
+DELETE FROM rate_counters WHERE expires_at <= now();
