@@ -230,6 +230,19 @@ func (s *Server) apiApplyProposal(c echo.Context) error {
 	return c.JSON(http.StatusOK, toProposalJSON(p))
 }
 
+// apiPerformProposal handles "POST /api/v1/proposals/:id/performed".
+func (s *Server) apiPerformProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	p, err := s.props.Perform(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, toProposalJSON(p))
+}
+
 // apiRejectProposal handles "POST /api/v1/proposals/:id/reject".
 func (s *Server) apiRejectProposal(c echo.Context) error {
 	id, err := pathID(c, proposals.ErrNotFound)

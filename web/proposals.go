@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/views"
 )
@@ -63,6 +64,17 @@ func (s *Server) applyProposal(c echo.Context) error {
 	return s.renderCard(c, id, p, err, form)
 }
 
+// performProposal handles "POST /proposals/:id/performed": the owner
+// records that they performed a human-only action themselves.
+func (s *Server) performProposal(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	p, err := s.props.Perform(c.Request().Context(), principal(c), id)
+	return s.renderCard(c, id, p, err, nil)
+}
+
 // rejectProposal handles "POST /proposals/:id/reject" (Reject / Discard).
 func (s *Server) rejectProposal(c echo.Context) error {
 	id, err := pathID(c, proposals.ErrNotFound)
@@ -111,6 +123,14 @@ func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
 		RejectionReason: p.RejectionReason, ApplyPath: p.ApplyPath, ProposedBy: p.ProposedBy,
 		Created:  p.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"),
 		Notebook: p.Scope.Kind == proposals.ScopeNotebook,
+	}
+	if d := p.Decision; d != nil && (p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval) {
+		card.HumanOnly = d.State == policy.StateHumanOnly
+		for _, l := range d.Layers {
+			if l.State != policy.StateAllowed && l.State != policy.StateAllowedWithConstraints && l.Layer != policy.LayerScope {
+				card.Reasons = append(card.Reasons, l.Reason)
+			}
+		}
 	}
 	if tool, ok := s.props.Tool(p.Tool); ok && p.Status == proposals.StatusPending {
 		card.Fields = formFields(tool, args, nil)

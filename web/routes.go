@@ -61,6 +61,7 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/proposals/:id", s.apiGetProposal)
 	api.POST("/proposals/:id/apply", s.apiApplyProposal)
 	api.POST("/proposals/:id/reject", s.apiRejectProposal)
+	api.POST("/proposals/:id/performed", s.apiPerformProposal)
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(middleware.CSRFConfig{
@@ -94,6 +95,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/proposals/:id/card", s.proposalCard, signedIn...)
 	e.POST("/proposals/:id/apply", s.applyProposal, signedIn...)
 	e.POST("/proposals/:id/reject", s.rejectProposal, signedIn...)
+	e.POST("/proposals/:id/performed", s.performProposal, signedIn...)
 	e.GET("/admin", s.adminPage, approver...)
 	return e
 }

@@ -41,6 +41,10 @@ func TestToolsPage_ListsEveryToolWithItsEffectAndArguments(t *testing.T) {
 		if !strings.Contains(card, `data-testid="tool-effect">`+string(tool.Effect)+"<") {
 			t.Errorf("%s does not show its effect %s", tool.Name, tool.Effect)
 		}
+		if !strings.Contains(card, "<dt>Authority</dt><dd>"+string(tool.Contract.Authority)+"</dd>") ||
+			!strings.Contains(card, "<dt>Audit kept</dt>") {
+			t.Errorf("%s does not show its contract", tool.Name)
+		}
 		if !strings.Contains(card, tool.Description) {
 			t.Errorf("%s does not show its description", tool.Name)
 		}

@@ -52,6 +52,12 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEnvWith(t, pool, registry)
+}
+
+// newEnvWith is a server with its own tool registry.
+func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env {
+	t.Helper()
 	svc := web.NewServices(pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, registry)
 	svc.Proposals.SetIdempotencyWait(300 * time.Millisecond)
 	a := svc.Auth

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehouse/gatehouse/db"
@@ -108,8 +109,9 @@ func (s *Service) readScope(ctx context.Context, q *db.Queries, p auth.Principal
 }
 
 // refusal is the 403 for a call nobody may run here (human_only, blocked),
-// carrying the decision.
-func refusal(d decision) error {
+// carrying the decision, and for a human-only call the prepared action
+// that waits for the principal.
+func refusal(d decision, prepared uuid.UUID) error {
 	msg := "This call is blocked."
 	if d.State == policy.StateHumanOnly {
 		msg = "Only a person can perform this action; the agent cannot run it."
@@ -120,7 +122,12 @@ func refusal(d decision) error {
 			break
 		}
 	}
-	return &apperr.Error{Code: apperr.EFORBIDDEN, Message: msg, Extra: map[string]any{"decision": d.Decision}}
+	extra := map[string]any{"decision": d.Decision}
+	if prepared != uuid.Nil {
+		extra["proposal_id"] = prepared.String()
+		msg += " The prepared action waits for the principal, who can record that they performed it."
+	}
+	return &apperr.Error{Code: apperr.EFORBIDDEN, Message: msg, Extra: extra}
 }
 
 // DryRun is the canExecute question: how would this call be decided now?

@@ -42,6 +42,9 @@ const (
 const (
 	PathAuto  = "auto"
 	PathHuman = "human"
+	// PathPerformed is the principal recording that they performed a
+	// human-only action themselves; it is stored as the human path.
+	PathPerformed = "performed"
 )
 
 // ScopeKind names the two scopes a call can be proposed in.
@@ -207,8 +210,8 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		}
 		return Proposal{}, err
 	}
-	if d.State == policy.StateHumanOnly || d.State == policy.StateBlocked {
-		return refuse(refusal(d), map[string]any{"layers": d.Layers})
+	if d.State == policy.StateBlocked {
+		return refuse(refusal(d, uuid.Nil), map[string]any{"layers": d.Layers})
 	}
 	if err := s.checkConstraints(tool, args, d, nil); err != nil {
 		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
@@ -259,6 +262,12 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
 	}
+	if d.State == policy.StateHumanOnly {
+		// The prepared action waits for the principal, who performs it
+		// themselves and records that they did (Perform); the agent is told
+		// it cannot run it.
+		return fromRow(row), refusal(d, row.ID)
+	}
 	if !d.auto() {
 		return fromRow(row), nil
 	}
@@ -291,6 +300,22 @@ func (s *Service) Apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot approve proposals; the owner of the conversation or notebook does.")
 	}
 	return s.apply(ctx, p, id, edited, PathHuman)
+}
+
+// Perform records that the owner performed a human-only action (a payment)
+// themselves: the tool records it, once. Nobody else, and no agent, can.
+func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (Proposal, error) {
+	if p.IsAgent() {
+		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Only the principal can record that they performed this action.")
+	}
+	cur, err := s.Get(ctx, p, id)
+	if err != nil {
+		return Proposal{}, err
+	}
+	if cur.Decision == nil || cur.Decision.State != policy.StateHumanOnly {
+		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "This is not a human-only action; approve or reject it instead.")
+	}
+	return s.apply(ctx, p, id, nil, PathPerformed)
 }
 
 // apply is the one path to effect: re-check authority and the decision,
@@ -336,8 +361,8 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if path == PathAuto && !d.auto() {
 		return fromRow(cur), nil
 	}
-	if d.State == policy.StateHumanOnly || d.State == policy.StateBlocked {
-		return Proposal{}, refusal(d)
+	if d.State == policy.StateBlocked || (d.State == policy.StateHumanOnly && path != PathPerformed) {
+		return Proposal{}, refusal(d, id)
 	}
 	var stored []policy.Constraint
 	if err := json.Unmarshal(cur.Constraints, &stored); err != nil {
@@ -350,8 +375,12 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if !sameJSON(args, cur.Arguments) {
 		appliedArgs = args
 	}
+	storedPath := path
+	if path == PathPerformed {
+		storedPath = PathHuman
+	}
 	claimed, err := q.ClaimProposal(ctx, db.ClaimProposalParams{
-		ID: id, AppliedArguments: appliedArgs, ResolvedByUserID: nullUUID(p.UserID), ApplyPath: pgtype.Text{String: path, Valid: true},
+		ID: id, AppliedArguments: appliedArgs, ResolvedByUserID: nullUUID(p.UserID), ApplyPath: pgtype.Text{String: storedPath, Valid: true},
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx) // free the connection before reading through the pool
