@@ -35,6 +35,16 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureWith(t, registry)
+}
+
+// newFixtureWith is a fixture whose service declares the given tools.
+func newFixtureWith(t *testing.T, registry *tools.Registry) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	pool := dbtest.MustPool(t)
 	a := auth.NewService(pool, auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1})
@@ -57,10 +67,6 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 		return p
-	}
-	registry, err := tools.Builtin()
-	if err != nil {
-		t.Fatal(err)
 	}
 	return &fixture{
 		pool: pool, convs: conversations.NewService(pool), nbs: notebooks.NewService(pool),
