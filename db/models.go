@@ -24,6 +24,28 @@ type ApiToken struct {
 	RevokedAt   *time.Time
 }
 
+type Approval struct {
+	ID              uuid.UUID
+	WorkspaceID     uuid.UUID
+	ProposalID      uuid.UUID
+	Summary         string
+	ApproverRole    string
+	RequiresWitness bool
+	Status          string
+	Constraints     json.RawMessage
+	RejectionReason pgtype.Text
+	ResolvedBy      uuid.NullUUID
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	ResolvedAt      *time.Time
+}
+
+type ApprovalVote struct {
+	ApprovalID uuid.UUID
+	UserID     uuid.UUID
+	CreatedAt  time.Time
+}
+
 type AuditEvent struct {
 	ID             int64
 	WorkspaceID    uuid.UUID

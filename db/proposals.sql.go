@@ -13,9 +13,24 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const addProposalConstraints = `-- name: AddProposalConstraints :exec
+UPDATE proposals SET constraints = constraints || $2::jsonb WHERE id = $1
+`
+
+type AddProposalConstraintsParams struct {
+	ID          uuid.UUID
+	Constraints json.RawMessage
+}
+
+// An approver's constraints join the proposal's, checked when it runs.
+func (q *Queries) AddProposalConstraints(ctx context.Context, arg AddProposalConstraintsParams) error {
+	_, err := q.db.Exec(ctx, addProposalConstraints, arg.ID, arg.Constraints)
+	return err
+}
+
 const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND status = $5::text
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
 `
 
@@ -24,15 +39,18 @@ type ClaimProposalParams struct {
 	AppliedArguments []byte
 	ResolvedByUserID uuid.NullUUID
 	ApplyPath        pgtype.Text
+	FromStatus       string
 }
 
-// pending → applying: of concurrent callers exactly one gets the row back.
+// pending (or pending_approval, for an approver) → applying: of concurrent
+// callers exactly one gets the row back.
 func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (Proposal, error) {
 	row := q.db.QueryRow(ctx, claimProposal,
 		arg.ID,
 		arg.AppliedArguments,
 		arg.ResolvedByUserID,
 		arg.ApplyPath,
+		arg.FromStatus,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -143,6 +161,55 @@ type GetProposalParams struct {
 // Owner-scoped: a proposal in another user's conversation or notebook is not found.
 func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Proposal, error) {
 	row := q.db.QueryRow(ctx, getProposal, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	var i Proposal
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+	)
+	return i, err
+}
+
+const getProposalInWorkspace = `-- name: GetProposalInWorkspace :one
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE id = $1 AND workspace_id = $2
+`
+
+type GetProposalInWorkspaceParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+// For approvers, who see every proposal of their workspace's queue.
+func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInWorkspaceParams) (Proposal, error) {
+	row := q.db.QueryRow(ctx, getProposalInWorkspace, arg.ID, arg.WorkspaceID)
 	var i Proposal
 	err := row.Scan(
 		&i.ID,
@@ -388,7 +455,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND status = $4::text
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
 `
 
@@ -396,10 +463,16 @@ type RejectProposalParams struct {
 	ID               uuid.UUID
 	RejectionReason  pgtype.Text
 	ResolvedByUserID uuid.NullUUID
+	FromStatus       string
 }
 
 func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) (Proposal, error) {
-	row := q.db.QueryRow(ctx, rejectProposal, arg.ID, arg.RejectionReason, arg.ResolvedByUserID)
+	row := q.db.QueryRow(ctx, rejectProposal,
+		arg.ID,
+		arg.RejectionReason,
+		arg.ResolvedByUserID,
+		arg.FromStatus,
+	)
 	var i Proposal
 	err := row.Scan(
 		&i.ID,

@@ -17,9 +17,10 @@ SELECT * FROM proposals WHERE conversation_id = $1 ORDER BY created_at;
 SELECT * FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id;
 
 -- name: ClaimProposal :one
--- pending → applying: of concurrent callers exactly one gets the row back.
+-- pending (or pending_approval, for an approver) → applying: of concurrent
+-- callers exactly one gets the row back.
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND status = sqlc.arg(from_status)::text
 RETURNING *;
 
 -- name: FinishProposal :one
@@ -29,5 +30,13 @@ RETURNING *;
 
 -- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND status = sqlc.arg(from_status)::text
 RETURNING *;
+
+-- name: GetProposalInWorkspace :one
+-- For approvers, who see every proposal of their workspace's queue.
+SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2;
+
+-- name: AddProposalConstraints :exec
+-- An approver's constraints join the proposal's, checked when it runs.
+UPDATE proposals SET constraints = constraints || sqlc.arg(constraints)::jsonb WHERE id = $1;

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -38,6 +39,10 @@ type proposalJSON struct {
 	Decision         *policy.Decision `json:"decision,omitempty"`
 	DryRun           bool             `json:"dry_run,omitempty"`
 	RequiresApproval bool             `json:"requires_human_approval,omitempty"`
+	ApprovalID       string           `json:"approval_id,omitempty"`
+	ApprovalURL      string           `json:"approval_url,omitempty"`
+	Summary          string           `json:"summary,omitempty"`
+	TTLSeconds       *int             `json:"ttl_seconds,omitempty"`
 	CreatedAt        string           `json:"created_at"`
 }
 
@@ -59,6 +64,10 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 	}
 	if p.Status == proposals.StatusPending {
 		out.ConfirmURL = proposalURL(p)
+	}
+	if a := p.Packet; a != nil {
+		ttl := int(max(0, time.Until(a.ExpiresAt).Seconds()))
+		out.ApprovalID, out.ApprovalURL, out.Summary, out.TTLSeconds = a.ID.String(), "/admin/approvals/"+a.ID.String(), a.Summary, &ttl
 	}
 	return out
 }

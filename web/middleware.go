@@ -140,6 +140,24 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// bearerOr authenticates by bearer token when the request carries one, and
+// through the browser chain (session, CSRF, sign-in) otherwise.
+func (s *Server) bearerOr(signedIn []echo.MiddlewareFunc) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		viaToken := s.requireToken(next)
+		viaSession := next
+		for i := len(signedIn) - 1; i >= 0; i-- {
+			viaSession = signedIn[i](viaSession)
+		}
+		return func(c echo.Context) error {
+			if strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ") {
+				return viaToken(c)
+			}
+			return viaSession(c)
+		}
+	}
+}
+
 // principal returns the authenticated caller; the zero value outside
 // authenticated routes.
 func principal(c echo.Context) auth.Principal {

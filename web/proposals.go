@@ -124,6 +124,9 @@ func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
 		Created:  p.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"),
 		Notebook: p.Scope.Kind == proposals.ScopeNotebook,
 	}
+	if p.Packet != nil {
+		card.Summary = p.Packet.Summary
+	}
 	if d := p.Decision; d != nil && (p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval) {
 		card.HumanOnly = d.State == policy.StateHumanOnly
 		for _, l := range d.Layers {

@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/labstack/echo-contrib/echoprometheus"
 	"github.com/labstack/echo/v4"
@@ -71,6 +72,12 @@ func (s *Server) routes() *echo.Echo {
 		CookieHTTPOnly: true,
 		CookieSecure:   s.cfg.CookieSecure,
 		CookieSameSite: http.SameSiteLaxMode,
+		// A bearer token is not sent by browsers on their own, so a request
+		// that carries one (a script on the admin JSON endpoints) cannot be
+		// forged cross-site.
+		Skipper: func(c echo.Context) bool {
+			return strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+		},
 	})
 	session := []echo.MiddlewareFunc{s.loadSession, csrf}
 	signedIn := slices.Concat(session, []echo.MiddlewareFunc{s.requireUser})
@@ -97,5 +104,14 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/proposals/:id/reject", s.rejectProposal, signedIn...)
 	e.POST("/proposals/:id/performed", s.performProposal, signedIn...)
 	e.GET("/admin", s.adminPage, approver...)
+	// The approvals queue: the session's approver, or an approver's user
+	// token for its JSON.
+	approverOrToken := []echo.MiddlewareFunc{s.bearerOr(signedIn), s.requireApprover}
+	e.GET("/admin/approvals", s.approvalsQueue, approverOrToken...)
+	e.GET("/admin/approvals/events", s.streamEvents, approver...)
+	e.POST("/admin/approvals/bulk", s.bulkApprovals, approver...)
+	e.GET("/admin/approvals/:id", s.approvalDetail, approverOrToken...)
+	e.POST("/admin/approvals/:id/approve", s.approveApproval, approverOrToken...)
+	e.POST("/admin/approvals/:id/reject", s.rejectApproval, approverOrToken...)
 	return e
 }

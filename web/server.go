@@ -53,6 +53,9 @@ type Server struct {
 	metrics  *prometheus.Registry
 	api      *apiSpec
 	echo     *echo.Echo
+	events   *hub
+	// bg ends when the server closes: background work and live streams stop.
+	bg context.Context
 }
 
 // Services are the domain services the handlers call.
@@ -102,10 +105,11 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, props: svc.Proposals,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
+	s.events = newHub()
 	s.echo = s.routes()
-	var bg context.Context
-	bg, s.stop = context.WithCancel(context.Background())
-	go s.sweepSessions(bg, 10*time.Minute)
+	s.bg, s.stop = context.WithCancel(context.Background())
+	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
+	go s.listen(s.bg)
 	return s, nil
 }
 
@@ -118,20 +122,38 @@ func (s *Server) Close() {
 	<-s.stopped
 }
 
-// sweepSessions deletes expired sessions now and then.
-func (s *Server) sweepSessions(ctx context.Context, every time.Duration) {
+// sweep does the periodic clean-up: expired sessions, idempotency keys and
+// rate counters now and then, and expired approval packets often (an
+// agent waiting on one learns it expired within seconds).
+func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration) {
 	defer close(s.stopped)
-	t := time.NewTicker(every)
-	defer t.Stop()
+	slow := time.NewTicker(every)
+	defer slow.Stop()
+	fast := time.NewTicker(approvalsEvery)
+	defer fast.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			if n, err := s.q.DeleteExpiredSessions(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("sweeping sessions", "err", err)
-			} else if n > 0 {
-				s.log.Debug("swept expired sessions", "count", n)
+		case <-fast.C:
+			if s.props == nil {
+				continue
+			}
+			if ids, err := s.props.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("expiring approvals", "err", err)
+			} else if len(ids) > 0 {
+				s.log.Info("approvals expired", "count", len(ids))
+			}
+		case <-slow.C:
+			for what, del := range map[string]func(context.Context) (int64, error){
+				"sessions": s.q.DeleteExpiredSessions, "idempotency keys": s.q.DeleteExpiredIdempotencyKeys,
+				"rate counters": s.q.DeleteExpiredRateCounters,
+			} {
+				if n, err := del(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("sweeping", "what", what, "err", err)
+				} else if n > 0 {
+					s.log.Debug("swept", "what", what, "count", n)
+				}
 			}
 		}
 	}

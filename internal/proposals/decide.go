@@ -165,12 +165,17 @@ func (s *Service) DryRun(ctx context.Context, p auth.Principal, scope Scope, too
 // checkConstraints checks the call against every constraint on it: the
 // declared ones, the workspace's, and those stored on the proposal (an
 // approver's). A broken one is refused with its name.
-func (s *Service) checkConstraints(tool *tools.Tool, args json.RawMessage, d decision, stored []policy.Constraint) error {
+func (s *Service) checkConstraints(tool *tools.Tool, args json.RawMessage, d decision, stored []policy.Constraint, approvers []string) error {
 	cs := append(slices.Clone(d.constraints), stored...)
+	if approvers == nil {
+		// Not the approval path: a witness is the approvals queue's to
+		// find, so requires_witness waits for it (the call is deferred).
+		cs = slices.DeleteFunc(cs, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness })
+	}
 	if len(cs) == 0 {
 		return nil
 	}
-	facts := policy.Facts{Now: time.Now(), Environment: s.env, InternalDomains: d.ws.InternalDomains}
+	facts := policy.Facts{Now: time.Now(), Environment: s.env, InternalDomains: d.ws.InternalDomains, Approvers: approvers}
 	if tool.Contract.Facts != nil {
 		var m map[string]any
 		if err := json.Unmarshal(args, &m); err != nil {

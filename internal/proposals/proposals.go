@@ -35,7 +35,9 @@ const (
 	StatusApplying        = "applying"
 	StatusApplied         = "applied"
 	StatusRejected        = "rejected"
-	StatusFailed          = "failed"
+	// StatusExpired is a deferred call nobody approved in time.
+	StatusExpired = "expired"
+	StatusFailed  = "failed"
 )
 
 // Apply paths, recorded on the proposal and in its audit row.
@@ -45,6 +47,8 @@ const (
 	// PathPerformed is the principal recording that they performed a
 	// human-only action themselves; it is stored as the human path.
 	PathPerformed = "performed"
+	// PathApproval is an approver resolving an approval packet.
+	PathApproval = "approval"
 )
 
 // ScopeKind names the two scopes a call can be proposed in.
@@ -87,11 +91,13 @@ type Proposal struct {
 	// propose in a conversation; auto, confirm or gated in a notebook.
 	Disposition string
 	// The contract facts and the layered decision the call was taken on.
-	Authority       policy.Authority
-	Risk            policy.Risk
-	ActionClass     string
-	Decision        *policy.Decision
-	DryRun          bool
+	Authority   policy.Authority
+	Risk        policy.Risk
+	ActionClass string
+	Decision    *policy.Decision
+	DryRun      bool
+	// Packet is the approval packet of a deferred call.
+	Packet          *Packet
 	Status          string
 	Result          json.RawMessage
 	Error           string
@@ -100,6 +106,14 @@ type Proposal struct {
 	ProposedBy      string // "agent" or "user"
 	CreatedAt       time.Time
 	ResolvedAt      *time.Time
+}
+
+// Packet is what a proposal shows of its approval packet.
+type Packet struct {
+	ID        uuid.UUID
+	Summary   string
+	Status    string
+	ExpiresAt time.Time
 }
 
 // Input is a proposed call as the caller sent it.
@@ -213,7 +227,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if d.State == policy.StateBlocked {
 		return refuse(refusal(d, uuid.Nil), map[string]any{"layers": d.Layers})
 	}
-	if err := s.checkConstraints(tool, args, d, nil); err != nil {
+	if err := s.checkConstraints(tool, args, d, nil, nil); err != nil {
 		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
 	}
 	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
@@ -253,6 +267,15 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: insert: %w", err)
 	}
+	var packet *Packet
+	if status == StatusPendingApproval {
+		a, err := s.openPacket(ctx, q, p, tool, row.ID, args, d.constraints)
+		if err != nil {
+			return Proposal{}, err
+		}
+		packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt}
+		auditData["approval_id"] = a.ID
+	}
 	if err := s.touchScope(ctx, q, p, scope, row.ID, tool.Name); err != nil {
 		return Proposal{}, err
 	}
@@ -269,7 +292,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return fromRow(row), refusal(d, row.ID)
 	}
 	if !d.auto() {
-		return fromRow(row), nil
+		out := fromRow(row)
+		out.Packet = packet
+		return out, nil
 	}
 	return s.apply(ctx, p, row.ID, nil, PathAuto)
 }
@@ -323,14 +348,23 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 // the audit row. The claim commits before the tool runs, so a crash in
 // between leaves the proposal "applying" for a person to review, never
 // silently run twice.
-func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path string) (Proposal, error) {
+//
+// On the approval path the actor is an approver, not the owner: the
+// proposal is found in the workspace, the scope's row is read as its
+// owner's, and approvers are the distinct people who approved.
+func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path string, approvers ...string) (Proposal, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	cur, err := q.GetProposal(ctx, db.GetProposalParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+	var cur db.Proposal
+	if path == PathApproval {
+		cur, err = q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: id, WorkspaceID: p.WorkspaceID})
+	} else {
+		cur, err = q.GetProposal(ctx, db.GetProposalParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Proposal{}, ErrNotFound
 	}
@@ -354,7 +388,9 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	// path is faster, never weaker: if the owner tightened the setting
 	// meanwhile, the call waits for them. On every path, a call that has
 	// become human_only or blocked, or breaks a constraint, does not run.
-	d, err := s.decide(ctx, q, p, scopeOf(cur), tool, args)
+	owner := p
+	owner.UserID = cur.OwnerID
+	d, err := s.decide(ctx, q, owner, scopeOf(cur), tool, args)
 	if err != nil {
 		return Proposal{}, err
 	}
@@ -368,19 +404,23 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if err := json.Unmarshal(cur.Constraints, &stored); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: decode constraints: %w", err)
 	}
-	if err := s.checkConstraints(tool, args, d, stored); err != nil {
+	if err := s.checkConstraints(tool, args, d, stored, approvers); err != nil {
 		return Proposal{}, err
 	}
 	var appliedArgs []byte
 	if !sameJSON(args, cur.Arguments) {
 		appliedArgs = args
 	}
-	storedPath := path
-	if path == PathPerformed {
+	storedPath, from := path, StatusPending
+	switch path {
+	case PathPerformed:
 		storedPath = PathHuman
+	case PathApproval:
+		from = StatusPendingApproval
 	}
 	claimed, err := q.ClaimProposal(ctx, db.ClaimProposalParams{
 		ID: id, AppliedArguments: appliedArgs, ResolvedByUserID: nullUUID(p.UserID), ApplyPath: pgtype.Text{String: storedPath, Valid: true},
+		FromStatus: from,
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx) // free the connection before reading through the pool
@@ -508,7 +548,8 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 	} else if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
 	}
-	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: id, RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedByUserID: nullUUID(p.UserID)})
+	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: id, RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedByUserID: nullUUID(p.UserID),
+		FromStatus: StatusPending})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx)
 		return Proposal{}, s.notPending(ctx, p, id)
@@ -536,7 +577,26 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Prop
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
 	}
-	return fromRow(row), nil
+	out := fromRow(row)
+	if out.State() == policy.StateDeferred {
+		a, err := s.q.GetApprovalForProposal(ctx, id)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return Proposal{}, fmt.Errorf("proposals: get approval: %w", err)
+		}
+		if err == nil {
+			out.Packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt}
+		}
+	}
+	return out, nil
+}
+
+// State is the decision's final state ("" for proposals decided before
+// decisions were recorded).
+func (p Proposal) State() policy.State {
+	if p.Decision == nil {
+		return ""
+	}
+	return p.Decision.State
 }
 
 // ForConversation returns the conversation's proposals by id.

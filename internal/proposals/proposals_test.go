@@ -28,6 +28,7 @@ type fixture struct {
 	convs *conversations.Service
 	nbs   *notebooks.Service
 	props *proposals.Service
+	auth  *auth.Service
 	owner auth.Principal // the owner in the browser
 	agent auth.Principal // the owner's agent
 	other auth.Principal // another member
@@ -69,6 +70,7 @@ func newFixtureWith(t *testing.T, registry *tools.Registry) *fixture {
 		return p
 	}
 	return &fixture{
+		auth: a,
 		pool: pool, convs: conversations.NewService(pool), nbs: notebooks.NewService(pool),
 		props: proposals.NewService(pool, registry, slog.New(slog.DiscardHandler)),
 		owner: principal("owner@example.com", auth.TokenUser), agent: principal("owner@example.com", auth.TokenAgent),
@@ -369,4 +371,26 @@ func TestConversation_AgentCannotChangeModeAndChangesAreAudited(t *testing.T) {
 	if err != nil || old != "approve" || new != "auto" {
 		t.Fatalf("audit row: %q → %q, %v", old, new, err)
 	}
+}
+
+// person adds a user with a role and returns their user-token principal.
+func (f *fixture) person(t *testing.T, email string, role auth.Role) auth.Principal {
+	t.Helper()
+	ctx := context.Background()
+	ws, err := f.auth.EnsureDefaultWorkspace(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.auth.CreateUser(ctx, ws, email, "a long enough password", role); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := f.auth.CreateToken(ctx, email, auth.TokenUser, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.auth.AuthenticateToken(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -38,6 +38,9 @@ type Contract struct {
 	// Facts tells the constraint checker what a call reaches: recipients,
 	// URLs, an amount.
 	Facts func(args map[string]any) policy.Facts
+	// Summarize is the one readable sentence an approver reads first
+	// ("Send email to ana@example.com: Renewal reminder").
+	Summarize func(args map[string]any) string
 }
 
 // Gating says when a call needs a person with a role (an approval packet).

@@ -1,0 +1,434 @@
+package proposals
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+// Approval packet statuses.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+	ApprovalExpired  = "expired"
+)
+
+// Approval is an approval packet: a deferred call waiting for a person
+// with the approver role, until it expires.
+type Approval struct {
+	ID              uuid.UUID
+	ProposalID      uuid.UUID
+	Summary         string
+	ApproverRole    string
+	RequiresWitness bool
+	Status          string
+	Constraints     []policy.Constraint
+	RejectionReason string
+	CreatedAt       time.Time
+	ExpiresAt       time.Time
+	ResolvedAt      *time.Time
+
+	// The call, as the approver judges it.
+	Tool, ActionClass, Risk string
+	Arguments               json.RawMessage
+	Rationale               string
+	Scope                   Scope
+	ProposedBy              string // "agent" or "user"
+	ProposerEmail           string
+	ProposerID              uuid.UUID
+	Decision                *policy.Decision
+	ProposalStatus          string
+	Result                  json.RawMessage
+	Error                   string
+	Voters                  []uuid.UUID
+	Similar                 []Similar
+}
+
+// Similar is an earlier call of the same tool, for the approver's history.
+type Similar struct {
+	ID        uuid.UUID
+	Status    string
+	Arguments json.RawMessage
+	CreatedAt time.Time
+	ApplyPath string
+}
+
+// TTL is the time left before the packet expires (0 when past).
+func (a Approval) TTL(now time.Time) time.Duration { return max(0, a.ExpiresAt.Sub(now)) }
+
+// ApprovalFilter narrows the queue; empty fields match anything.
+type ApprovalFilter struct {
+	Status, Tool, ActionClass, Risk string
+}
+
+// ErrApprovalNotFound is a packet that is not in the caller's workspace.
+var ErrApprovalNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such approval.")
+
+// summarize is the packet's one readable sentence.
+func summarize(tool *tools.Tool, args json.RawMessage) string {
+	var m map[string]any
+	_ = json.Unmarshal(args, &m)
+	if tool.Contract.Summarize != nil {
+		if s := strings.TrimSpace(tool.Contract.Summarize(m)); s != "" {
+			return truncate(s, 500)
+		}
+	}
+	var parts []string
+	for _, p := range tool.Params() {
+		if v, ok := m[p.Name]; ok {
+			b, _ := json.Marshal(v)
+			parts = append(parts, p.Name+" "+truncate(string(b), 60))
+		}
+	}
+	return truncate(fmt.Sprintf("Run %s: %s", tool.Name, strings.Join(parts, ", ")), 500)
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// openPacket creates the approval packet of a deferred proposal, in its
+// transaction.
+func (s *Service) openPacket(ctx context.Context, q *db.Queries, p auth.Principal, tool *tools.Tool, proposalID uuid.UUID, args json.RawMessage, constraints []policy.Constraint) (db.Approval, error) {
+	witness := false
+	for _, c := range constraints {
+		witness = witness || c.Kind == policy.ConstraintRequiresWitness
+	}
+	role := tool.Contract.Gating.ApproverRole
+	if role != string(auth.RoleAdmin) {
+		role = string(auth.RoleApprover)
+	}
+	a, err := q.InsertApproval(ctx, db.InsertApprovalParams{WorkspaceID: p.WorkspaceID, ProposalID: proposalID,
+		Summary: summarize(tool, args), ApproverRole: role, RequiresWitness: witness, Constraints: json.RawMessage(`[]`),
+		ExpiresAt: time.Now().Add(tool.Contract.Gating.Window)})
+	if err != nil {
+		return db.Approval{}, fmt.Errorf("proposals: open approval packet: %w", err)
+	}
+	return a, notifyApprovals(ctx, q, p.WorkspaceID)
+}
+
+// ApprovalsChannel is the payload suffix of approval events: live queues
+// listen for "<workspace id>:approvals".
+const ApprovalsChannel = "approvals"
+
+// notifyApprovals tells every instance's open queues (and the scopes'
+// pages) that the workspace's packets changed; PostgreSQL delivers it when
+// the transaction commits, and not at all if it rolls back.
+func notifyApprovals(ctx context.Context, q *db.Queries, ws uuid.UUID) error {
+	if err := q.Notify(ctx, ws.String()+":"+ApprovalsChannel); err != nil {
+		return fmt.Errorf("proposals: notify: %w", err)
+	}
+	return nil
+}
+
+// canResolve says whether p may resolve packets for this role.
+func canResolve(p auth.Principal, role string) error {
+	if p.IsAgent() {
+		return apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot resolve approvals; a person with the approver role does.")
+	}
+	if !p.CanApprove() || (role == string(auth.RoleAdmin) && !p.IsAdmin()) {
+		return apperr.Errorf(apperr.EFORBIDDEN, "This approval needs the %s role.", role)
+	}
+	return nil
+}
+
+// Approvals is the queue of the caller's workspace.
+func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFilter) ([]Approval, error) {
+	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListApprovals(ctx, db.ListApprovalsParams{WorkspaceID: p.WorkspaceID, Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
+	if err != nil {
+		return nil, fmt.Errorf("proposals: list approvals: %w", err)
+	}
+	out := make([]Approval, len(rows))
+	for i, r := range rows {
+		out[i] = approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
+			RequiresWitness: r.RequiresWitness, Status: r.Status, Constraints: r.Constraints, RejectionReason: r.RejectionReason,
+			CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt})
+		a := &out[i]
+		a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
+		a.Scope, a.ProposedBy, a.ProposerEmail = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail
+	}
+	return out, nil
+}
+
+// Approval is one packet with everything an approver needs: the call,
+// every decision layer's reason, who voted, and similar earlier calls.
+func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) (Approval, error) {
+	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+		return Approval{}, err
+	}
+	r, err := s.q.GetApprovalDetail(ctx, db.GetApprovalDetailParams{ID: id, WorkspaceID: p.WorkspaceID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Approval{}, ErrApprovalNotFound
+	}
+	if err != nil {
+		return Approval{}, fmt.Errorf("proposals: get approval: %w", err)
+	}
+	a := approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
+		RequiresWitness: r.RequiresWitness, Status: r.Status, Constraints: r.Constraints, RejectionReason: r.RejectionReason,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt})
+	a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
+	a.Scope, a.ProposedBy, a.ProposerEmail, a.ProposerID = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail, r.ProposedByUserID
+	a.Decision, a.ProposalStatus, a.Result, a.Error = decodeDecision(r.Decision), r.ProposalStatus, r.Result, r.Error.String
+	if a.Voters, err = s.q.ListApprovalVoters(ctx, id); err != nil {
+		return Approval{}, fmt.Errorf("proposals: approval votes: %w", err)
+	}
+	similar, err := s.q.ListSimilarProposals(ctx, db.ListSimilarProposalsParams{WorkspaceID: p.WorkspaceID, Tool: r.Tool, ID: r.ProposalID})
+	if err != nil {
+		return Approval{}, fmt.Errorf("proposals: similar calls: %w", err)
+	}
+	for _, s := range similar {
+		a.Similar = append(a.Similar, Similar{ID: s.ID, Status: s.Status, Arguments: s.Arguments, CreatedAt: s.CreatedAt, ApplyPath: s.ApplyPath.String})
+	}
+	return a, nil
+}
+
+// Approve resolves a packet: it runs the exact call that was approved,
+// through the shared Apply, once — whatever the number of concurrent
+// approvers (the others get 409). An expired packet is 410 and runs
+// nothing. Nobody approves their own proposal; a packet that requires a
+// witness runs on the second distinct approver. Constraints attached here
+// are checked when the call runs.
+func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, constraints []policy.Constraint) (Approval, Proposal, error) {
+	var fields []apperr.FieldError
+	for i, c := range constraints {
+		if err := c.Validate(); err != nil {
+			fields = append(fields, apperr.FieldError{Field: fmt.Sprintf("constraints.%d", i), Message: err.Error()})
+		}
+	}
+	if len(fields) > 0 {
+		return Approval{}, Proposal{}, apperr.Invalid("Some constraints are not valid.", fields...)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	a, prop, err := s.resolvable(ctx, q, p, id)
+	if err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if _, err := q.AddApprovalVote(ctx, db.AddApprovalVoteParams{ApprovalID: id, UserID: p.UserID}); err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: vote: %w", err)
+	}
+	voters, err := q.ListApprovalVoters(ctx, id)
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: votes: %w", err)
+	}
+	tool, ok := s.tools.Get(prop.Tool)
+	if !ok {
+		return Approval{}, Proposal{}, apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", prop.Tool)
+	}
+	if a.RequiresWitness && len(voters) < 2 {
+		if err := s.audit(ctx, q, p, tool, "approval.witnessed", "approval", id.String(), map[string]any{"proposal_id": prop.ID}); err != nil {
+			return Approval{}, Proposal{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Approval{}, Proposal{}, fmt.Errorf("proposals: commit vote: %w", err)
+		}
+		out := approvalFrom(a)
+		out.Voters = voters
+		return out, fromRow(prop), nil
+	}
+	cs, err := json.Marshal(append([]policy.Constraint{}, constraints...))
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
+	}
+	resolved, err := q.ResolveApproval(ctx, db.ResolveApprovalParams{ID: id, Status: ApprovalApproved, Constraints: cs, ResolvedBy: nullUUID(p.UserID)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		tx.Rollback(ctx)
+		return Approval{}, Proposal{}, s.notResolvable(ctx, p, id)
+	}
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: resolve approval: %w", err)
+	}
+	if len(constraints) > 0 {
+		if err := q.AddProposalConstraints(ctx, db.AddProposalConstraintsParams{ID: prop.ID, Constraints: cs}); err != nil {
+			return Approval{}, Proposal{}, fmt.Errorf("proposals: attach constraints: %w", err)
+		}
+	}
+	if err := s.audit(ctx, q, p, tool, "approval.approved", "approval", id.String(), map[string]any{
+		"proposal_id": prop.ID, "constraints": constraints, "voters": voters}); err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: commit approval: %w", err)
+	}
+	names := make([]string, len(voters))
+	for i, v := range voters {
+		names[i] = v.String()
+	}
+	ran, err := s.apply(ctx, p, prop.ID, nil, PathApproval, names...)
+	out := approvalFrom(resolved)
+	out.Voters = voters
+	return out, ran, err
+}
+
+// Reject resolves a packet with a reason the agent reads on its proposal.
+func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.UUID, reason string) (Approval, Proposal, error) {
+	reason = strings.TrimSpace(reason)
+	if n := utf8.RuneCountInString(reason); n < 1 || n > 500 {
+		return Approval{}, Proposal{}, apperr.Invalid("Give a reason of 1 to 500 characters.", apperr.FieldError{Field: "reason", Message: "must have 1 to 500 characters"})
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	_, prop, err := s.resolvable(ctx, q, p, id)
+	if err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	resolved, err := q.ResolveApproval(ctx, db.ResolveApprovalParams{ID: id, Status: ApprovalRejected, Constraints: json.RawMessage(`[]`),
+		RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedBy: nullUUID(p.UserID)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		tx.Rollback(ctx)
+		return Approval{}, Proposal{}, s.notResolvable(ctx, p, id)
+	}
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: resolve approval: %w", err)
+	}
+	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: prop.ID, RejectionReason: pgtype.Text{String: reason, Valid: true},
+		ResolvedByUserID: nullUUID(p.UserID), FromStatus: StatusPendingApproval})
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: reject proposal: %w", err)
+	}
+	keep := audit.DefaultRetention
+	if tool, ok := s.tools.Get(prop.Tool); ok {
+		keep = tool.Contract.Retention
+	}
+	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "approval.rejected", "approval", id.String(), map[string]any{
+		"proposal_id": prop.ID, "reason": reason}); err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: commit rejection: %w", err)
+	}
+	return approvalFrom(resolved), fromRow(row), nil
+}
+
+// resolvable checks that p may resolve the packet now: the role, not their
+// own proposal, still pending, not expired (an expired packet is marked so
+// and answers 410).
+func (s *Service) resolvable(ctx context.Context, q *db.Queries, p auth.Principal, id uuid.UUID) (db.Approval, db.Proposal, error) {
+	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+		return db.Approval{}, db.Proposal{}, err
+	}
+	a, err := q.GetApproval(ctx, db.GetApprovalParams{ID: id, WorkspaceID: p.WorkspaceID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.Approval{}, db.Proposal{}, ErrApprovalNotFound
+	}
+	if err != nil {
+		return db.Approval{}, db.Proposal{}, fmt.Errorf("proposals: get approval: %w", err)
+	}
+	if err := canResolve(p, a.ApproverRole); err != nil {
+		return db.Approval{}, db.Proposal{}, err
+	}
+	prop, err := q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: a.ProposalID, WorkspaceID: p.WorkspaceID})
+	if err != nil {
+		return db.Approval{}, db.Proposal{}, fmt.Errorf("proposals: get proposal: %w", err)
+	}
+	if prop.ProposedByUserID == p.UserID {
+		return db.Approval{}, db.Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Nobody approves their own proposal; another approver must.")
+	}
+	if a.Status == ApprovalPending && !a.ExpiresAt.After(time.Now()) {
+		return db.Approval{}, db.Proposal{}, expiredError(a)
+	}
+	if a.Status != ApprovalPending {
+		return db.Approval{}, db.Proposal{}, resolvedError(a)
+	}
+	return a, prop, nil
+}
+
+// notResolvable explains a lost race: another approver resolved it first,
+// or it expired meanwhile.
+func (s *Service) notResolvable(ctx context.Context, p auth.Principal, id uuid.UUID) error {
+	a, err := s.q.GetApproval(ctx, db.GetApprovalParams{ID: id, WorkspaceID: p.WorkspaceID})
+	if err != nil {
+		return fmt.Errorf("proposals: get approval: %w", err)
+	}
+	if a.Status == ApprovalExpired || (a.Status == ApprovalPending && !a.ExpiresAt.After(time.Now())) {
+		return expiredError(a)
+	}
+	return resolvedError(a)
+}
+
+func expiredError(a db.Approval) error {
+	e := apperr.Errorf(apperr.EGONE, "This approval expired at %s; the call did not run. The agent must propose it again.", a.ExpiresAt.UTC().Format(time.RFC3339))
+	e.Extra = map[string]any{"approval_status": ApprovalExpired}
+	return e
+}
+
+func resolvedError(a db.Approval) error {
+	if a.Status == ApprovalExpired {
+		return expiredError(a)
+	}
+	e := apperr.Errorf(apperr.ECONFLICT, "This approval was %s already.", a.Status)
+	e.Extra = map[string]any{"approval_status": a.Status}
+	return e
+}
+
+// ExpireApprovals marks pending packets past their expiry, and their
+// proposals, expired; the sweeper calls it. It returns the approvals.
+func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := s.q.ExpireApprovals(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("proposals: expire approvals: %w", err)
+	}
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ApprovalID
+		if err := audit.Record(ctx, s.q, auth.Principal{}, r.WorkspaceID, "approval.expired", "approval", r.ApprovalID.String(),
+			map[string]any{"proposal_id": r.ID}); err != nil {
+			return ids, err
+		}
+		if err := notifyApprovals(ctx, s.q, r.WorkspaceID); err != nil {
+			return ids, err
+		}
+	}
+	return ids, nil
+}
+
+func approvalFrom(a db.Approval) Approval {
+	var cs []policy.Constraint
+	_ = json.Unmarshal(a.Constraints, &cs)
+	return Approval{ID: a.ID, ProposalID: a.ProposalID, Summary: a.Summary, ApproverRole: a.ApproverRole,
+		RequiresWitness: a.RequiresWitness, Status: a.Status, Constraints: cs, RejectionReason: a.RejectionReason.String,
+		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ResolvedAt: a.ResolvedAt}
+}
+
+func scopeOfIDs(conv, nb uuid.NullUUID) Scope {
+	if nb.Valid {
+		return InNotebook(nb.UUID)
+	}
+	return InConversation(conv.UUID)
+}
