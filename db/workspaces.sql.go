@@ -75,3 +75,55 @@ func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspac
 	)
 	return i, err
 }
+
+const getWorkspaceForUpdate = `-- name: GetWorkspaceForUpdate :one
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist FROM workspaces WHERE id = $1 FOR UPDATE
+`
+
+func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Workspace, error) {
+	row := q.db.QueryRow(ctx, getWorkspaceForUpdate, id)
+	var i Workspace
+	err := row.Scan(
+		&i.ID,
+		&i.Slug,
+		&i.Name,
+		&i.AutoApproveHighRisk,
+		&i.CreatedAt,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+	)
+	return i, err
+}
+
+const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
+UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4
+WHERE id = $1
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist
+`
+
+type UpdateWorkspaceSettingsParams struct {
+	ID                  uuid.UUID
+	AutoApproveHighRisk bool
+	InternalDomains     []string
+	WebhookAllowlist    []string
+}
+
+func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspaceSettingsParams) (Workspace, error) {
+	row := q.db.QueryRow(ctx, updateWorkspaceSettings,
+		arg.ID,
+		arg.AutoApproveHighRisk,
+		arg.InternalDomains,
+		arg.WebhookAllowlist,
+	)
+	var i Workspace
+	err := row.Scan(
+		&i.ID,
+		&i.Slug,
+		&i.Name,
+		&i.AutoApproveHighRisk,
+		&i.CreatedAt,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+	)
+	return i, err
+}

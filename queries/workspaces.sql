@@ -9,3 +9,11 @@ SELECT * FROM workspaces WHERE id = $1;
 INSERT INTO workspaces (slug, name) VALUES ($1, $2)
 ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
 RETURNING *;
+
+-- name: GetWorkspaceForUpdate :one
+SELECT * FROM workspaces WHERE id = $1 FOR UPDATE;
+
+-- name: UpdateWorkspaceSettings :one
+UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4
+WHERE id = $1
+RETURNING *;

@@ -29,7 +29,9 @@ func sendRegistry(t *testing.T) *tools.Registry {
 		Schema: json.RawMessage(`{"type":"object","required":["to"],"properties":{"to":{"type":"string","description":"who"}}}`),
 		Contract: tools.Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
 			Idempotency: tools.Idempotency{Required: true}, Summarize: func(a map[string]any) string { return "Send to " + a["to"].(string) }},
-		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) { return map[string]any{"sent": true}, nil }}}
+		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {
+			return map[string]any{"sent": true}, nil
+		}}}
 	for _, tool := range builtin.List() {
 		decls = append(decls, *tool)
 	}

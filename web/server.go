@@ -22,6 +22,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/settings"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -46,6 +47,7 @@ type Server struct {
 	auth     *auth.Service
 	convs    *conversations.Service
 	nbs      *notebooks.Service
+	settings *settings.Service
 	props    *proposals.Service
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
@@ -64,6 +66,7 @@ type Services struct {
 	Conversations *conversations.Service
 	Notebooks     *notebooks.Service
 	Proposals     *proposals.Service
+	Settings      *settings.Service
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -74,6 +77,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Conversations: conversations.NewService(pool),
 		Notebooks:     notebooks.NewService(pool),
 		Proposals:     proposals.NewService(pool, registry, log),
+		Settings:      settings.NewService(pool),
 	}
 }
 
@@ -102,7 +106,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, props: svc.Proposals,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
 	s.events = newHub()

@@ -1,0 +1,140 @@
+// Package settings owns a workspace's policy settings: the high-risk
+// opt-in, the internal email domains and the webhook allowlist. Only admins
+// read or change them, and every change is audited with its old and new
+// value.
+package settings
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/auth"
+)
+
+// Settings are a workspace's policy settings.
+type Settings struct {
+	// AutoApproveHighRisk lets high-risk calls run without an approval
+	// packet (off by default). It never lets a destructive call in a
+	// conversation run without its owner.
+	AutoApproveHighRisk bool
+	// InternalDomains classify email to them as email.send.internal.
+	InternalDomains []string
+	// WebhookAllowlist is where webhook.post may post (empty: nowhere).
+	WebhookAllowlist []string
+}
+
+// Service reads and changes settings.
+type Service struct {
+	pool *pgxpool.Pool
+	q    *db.Queries
+}
+
+// NewService returns the settings service.
+func NewService(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
+
+var errAdminsOnly = apperr.Errorf(apperr.EFORBIDDEN, "Only admins change workspace settings.")
+
+func adminOnly(p auth.Principal) error {
+	if !p.IsAdmin() || p.IsAgent() {
+		return errAdminsOnly
+	}
+	return nil
+}
+
+// Get returns the caller's workspace settings (admins only).
+func (s *Service) Get(ctx context.Context, p auth.Principal) (Settings, error) {
+	if err := adminOnly(p); err != nil {
+		return Settings{}, err
+	}
+	ws, err := s.q.GetWorkspace(ctx, p.WorkspaceID)
+	if err != nil {
+		return Settings{}, fmt.Errorf("settings: get: %w", err)
+	}
+	return fromRow(ws), nil
+}
+
+var hostname = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+
+// Domains reads a list of domains as people type it (commas, spaces or
+// lines; a leading "@" is dropped), lowercased, sorted, without repeats.
+func Domains(field, text string) ([]string, error) {
+	var out []string
+	for _, d := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' }) {
+		d = strings.TrimSuffix(strings.TrimPrefix(strings.ToLower(d), "@"), ".")
+		if len(d) > 253 || !hostname.MatchString(d) {
+			return nil, apperr.Invalid(fmt.Sprintf("%q is not a domain.", d), apperr.FieldError{Field: field, Message: fmt.Sprintf("%q is not a domain", d)})
+		}
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) > 100 {
+		return nil, apperr.Invalid("At most 100 domains.", apperr.FieldError{Field: field, Message: "at most 100 domains"})
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+// Update stores new settings (admins only), auditing each change.
+func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (Settings, error) {
+	if err := adminOnly(p); err != nil {
+		return Settings{}, err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Settings{}, fmt.Errorf("settings: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	cur, err := q.GetWorkspaceForUpdate(ctx, p.WorkspaceID)
+	if err != nil {
+		return Settings{}, fmt.Errorf("settings: get: %w", err)
+	}
+	next.InternalDomains = nonNil(next.InternalDomains)
+	next.WebhookAllowlist = nonNil(next.WebhookAllowlist)
+	row, err := q.UpdateWorkspaceSettings(ctx, db.UpdateWorkspaceSettingsParams{ID: p.WorkspaceID, AutoApproveHighRisk: next.AutoApproveHighRisk,
+		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist})
+	if err != nil {
+		return Settings{}, fmt.Errorf("settings: update: %w", err)
+	}
+	changes := []struct {
+		name     string
+		old, new any
+		same     bool
+	}{
+		{"auto_approve_high_risk", cur.AutoApproveHighRisk, next.AutoApproveHighRisk, cur.AutoApproveHighRisk == next.AutoApproveHighRisk},
+		{"internal_domains", cur.InternalDomains, next.InternalDomains, slices.Equal(cur.InternalDomains, next.InternalDomains)},
+		{"webhook_allowlist", cur.WebhookAllowlist, next.WebhookAllowlist, slices.Equal(cur.WebhookAllowlist, next.WebhookAllowlist)},
+	}
+	for _, c := range changes {
+		if c.same {
+			continue
+		}
+		if err := audit.Record(ctx, q, p, p.WorkspaceID, "workspace.setting_changed", "workspace", p.WorkspaceID.String(),
+			map[string]any{"setting": c.name, "old": c.old, "new": c.new}); err != nil {
+			return Settings{}, err
+		}
+	}
+	return fromRow(row), tx.Commit(ctx)
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func fromRow(w db.Workspace) Settings {
+	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist)}
+}
