@@ -103,6 +103,28 @@ type Notebook struct {
 	UpdatedAt   time.Time
 }
 
+type Outbox struct {
+	ID             int64
+	WorkspaceID    uuid.UUID
+	Kind           string
+	Recipient      string
+	Subject        pgtype.Text
+	Body           string
+	ResponseStatus pgtype.Int4
+	CreatedAt      time.Time
+}
+
+type PaymentRequest struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Amount      pgtype.Numeric
+	Currency    string
+	Payee       string
+	Status      string
+	PerformedAt *time.Time
+	CreatedAt   time.Time
+}
+
 type Proposal struct {
 	ID                uuid.UUID
 	WorkspaceID       uuid.UUID

@@ -77,6 +77,40 @@ func (q *Queries) DeleteRecord(ctx context.Context, arg DeleteRecordParams) (Del
 	return i, err
 }
 
+const deleteRecordsByKeys = `-- name: DeleteRecordsByKeys :many
+DELETE FROM records
+WHERE workspace_id = $1 AND collection = $2 AND key = ANY ($3::text[])
+RETURNING key
+`
+
+type DeleteRecordsByKeysParams struct {
+	WorkspaceID uuid.UUID
+	Collection  string
+	Keys        []string
+}
+
+// Deletes the listed keys of one collection in one statement; the keys it
+// returns are those that existed.
+func (q *Queries) DeleteRecordsByKeys(ctx context.Context, arg DeleteRecordsByKeysParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, deleteRecordsByKeys, arg.WorkspaceID, arg.Collection, arg.Keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		items = append(items, key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getRecord = `-- name: GetRecord :one
 SELECT collection, key, value, notes, updated_at FROM records WHERE workspace_id = $1 AND collection = $2 AND key = $3
 `

@@ -22,3 +22,10 @@ RETURNING collection, key, value, notes, updated_at;
 -- name: DeleteRecord :one
 DELETE FROM records WHERE workspace_id = $1 AND collection = $2 AND key = $3
 RETURNING collection, key, value;
+
+-- name: DeleteRecordsByKeys :many
+-- Deletes the listed keys of one collection in one statement; the keys it
+-- returns are those that existed.
+DELETE FROM records
+WHERE workspace_id = sqlc.arg(workspace_id) AND collection = sqlc.arg(collection) AND key = ANY (sqlc.arg(keys)::text[])
+RETURNING key;

@@ -18,10 +18,17 @@ import (
 const collectionSchema = `{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,100}$", "description": "The collection: letters, digits, _ . -", "maxLength": 100}`
 const keySchema = `{"type": "string", "minLength": 1, "maxLength": 200, "description": "The record's key within its collection"}`
 
-// Builtin returns the registry of built-in tools, which act on the
-// workspace's records store in PostgreSQL.
+// Builtin returns the registry of built-in tools: those that act on the
+// workspace's records store in PostgreSQL, and those that reach beyond it
+// (mail and webhooks through the workspace outbox, payments the principal
+// performs; see external.go). Its classes are the canonical ones plus
+// webhook.post, in the external group.
 func Builtin() (*Registry, error) {
-	return NewRegistry(policy.DefaultClasses(),
+	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal})
+	if err != nil {
+		return nil, fmt.Errorf("tools: classes: %w", err)
+	}
+	return NewRegistry(classes,
 		Tool{
 			Name: "records.search", Effect: policy.EffectRead,
 			Description: "Find records whose key or value contains the query, optionally in one collection.",
@@ -66,6 +73,69 @@ func Builtin() (*Registry, error) {
 				Gating: Gating{NotGatedReason: "The records are the workspace's own; the owner's confirm card, " +
 					"shown for this tool in every conversation mode, is the human gate."}},
 			Execute: deleteRecord,
+		},
+		Tool{
+			Name: "email.send", Effect: policy.EffectMutate,
+			Description: "Send an email. It is written to the workspace outbox, from which mail is delivered.",
+			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["to", "subject", "body"],
+				"properties": {"to": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "maxLength": 254, "description": "The recipient's email address"},
+					"subject": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The subject line"},
+					"body": {"type": "string", "minLength": 1, "maxLength": 20000, "description": "The message, as plain text"}}}`),
+			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh,
+				Classify: classifyEmail, ActionClasses: []string{ClassEmailInternal, ClassEmailExternal},
+				Idempotency: Idempotency{Required: true},
+				RateLimits:  RateLimits{PerAgentPerMinute: 10, PerWorkspacePerHour: 100, PerWorkspacePerDay: 500},
+				Facts:       func(a map[string]any) policy.Facts { return policy.Facts{Recipients: []string{stringArg(a, "to")}} },
+				Summarize: func(a map[string]any) string {
+					return fmt.Sprintf("Send email to %s: %s", stringArg(a, "to"), stringArg(a, "subject"))
+				}},
+			Execute: sendEmail,
+		},
+		Tool{
+			Name: "webhook.post", Effect: policy.EffectMutate,
+			Description: "POST a JSON payload to a webhook URL on the workspace's allowlist. Any answer but 2xx fails the call.",
+			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["url", "payload"],
+				"properties": {"url": {"type": "string", "pattern": "^https?://", "maxLength": 2000, "description": "The webhook's http or https URL; its host must be on the workspace's allowlist"},
+					"payload": {"type": "object", "description": "The JSON object to post"}}}`),
+			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: ClassWebhookPost,
+				Idempotency:          Idempotency{Required: true},
+				RateLimits:           RateLimits{PerAgentPerMinute: 30},
+				WorkspaceConstraints: webhookConstraints,
+				Facts:                func(a map[string]any) policy.Facts { return policy.Facts{URLs: []string{stringArg(a, "url")}} },
+				Summarize:            func(a map[string]any) string { return "POST a webhook to " + stringArg(a, "url") }},
+			Execute: postWebhook(newWebhookClient()),
+		},
+		Tool{
+			Name: "records.bulk_delete", Effect: policy.EffectDestructive,
+			Description: "Delete several records of one collection at once. It cannot be undone; more than ten keys need an approver.",
+			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "keys"],
+				"properties": {"collection": ` + collectionSchema + `,
+					"keys": {"type": "array", "items": ` + keySchema + `, "minItems": 1, "maxItems": 1000, "uniqueItems": true, "description": "The keys of the records to delete, each once"}}}`),
+			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
+				Idempotency: Idempotency{Required: true},
+				Gating:      Gating{Threshold: "count(keys) > 10"},
+				Summarize: func(a map[string]any) string {
+					keys, _ := a["keys"].([]any)
+					return fmt.Sprintf("Delete %d records from collection %q", len(keys), stringArg(a, "collection"))
+				}},
+			Execute: bulkDeleteRecords,
+		},
+		Tool{
+			Name: "payment.initiate", Effect: policy.EffectDestructive,
+			Description: "Pay a payee. Only the principal can perform a payment; an agent's call waits for them, and running it records that they did.",
+			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["amount", "currency", "payee"],
+				"properties": {"amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9, "multipleOf": 0.01, "description": "The amount, in the currency's units, to the cent"},
+					"currency": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "The ISO 4217 currency code, such as EUR"},
+					"payee": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Who is paid"}}}`),
+			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "payment.initiate",
+				Idempotency: Idempotency{Required: true},
+				Gating:      Gating{Required: true, ApproverRole: "admin"},
+				Facts:       amountFacts,
+				Summarize: func(a map[string]any) string {
+					amount, _ := a["amount"].(float64)
+					return fmt.Sprintf("Pay %.2f %s to %s", amount, stringArg(a, "currency"), stringArg(a, "payee"))
+				}},
+			Execute: recordPayment,
 		},
 	)
 }

@@ -1,0 +1,2 @@
+DROP TABLE payment_requests;
+DROP TABLE outbox;
