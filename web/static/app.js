@@ -78,15 +78,20 @@
         htmx.ajax("POST", "/admin/approvals/" + row.dataset.id + "/approve", { target: "#queue", select: "#queue", swap: "outerHTML" })
           .then(function () { focusAt(i); });
         break;
-      case "r":
-        if (!row || row.dataset.status !== "pending") return;
-        var form = row.querySelector(".row-reject");
-        form.hidden = false;
-        form.querySelector("input").focus();
-        break;
+      case "r": break; // opens on keyup, so the keystroke is not typed into the reason
       default: return;
     }
     evt.preventDefault();
+  });
+  document.addEventListener("keyup", function (evt) {
+    if (evt.key !== "r" || evt.ctrlKey || evt.metaKey || evt.altKey) return;
+    var tag = (evt.target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "textarea" || tag === "select") return;
+    var row = current();
+    if (!row || row.dataset.status !== "pending") return;
+    var form = row.querySelector(".row-reject");
+    form.hidden = false;
+    form.querySelector("input").focus();
   });
   // A bulk action tells which packets could not be resolved.
   document.addEventListener("bulk-failed", function (evt) {
