@@ -197,6 +197,7 @@ type Workspace struct {
 	CreatedAt           time.Time
 	InternalDomains     []string
 	WebhookAllowlist    []string
+	RationaleMinLength  int32
 }
 
 type WorkspaceMember struct {

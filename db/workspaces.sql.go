@@ -14,7 +14,7 @@ import (
 const ensureWorkspace = `-- name: EnsureWorkspace :one
 INSERT INTO workspaces (slug, name) VALUES ($1, $2)
 ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length
 `
 
 type EnsureWorkspaceParams struct {
@@ -34,12 +34,13 @@ func (q *Queries) EnsureWorkspace(ctx context.Context, arg EnsureWorkspaceParams
 		&i.CreatedAt,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
+		&i.RationaleMinLength,
 	)
 	return i, err
 }
 
 const getWorkspace = `-- name: GetWorkspace :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist FROM workspaces WHERE id = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length FROM workspaces WHERE id = $1
 `
 
 func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -53,12 +54,13 @@ func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, er
 		&i.CreatedAt,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
+		&i.RationaleMinLength,
 	)
 	return i, err
 }
 
 const getWorkspaceBySlug = `-- name: GetWorkspaceBySlug :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist FROM workspaces WHERE slug = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length FROM workspaces WHERE slug = $1
 `
 
 func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspace, error) {
@@ -72,12 +74,13 @@ func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspac
 		&i.CreatedAt,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
+		&i.RationaleMinLength,
 	)
 	return i, err
 }
 
 const getWorkspaceForUpdate = `-- name: GetWorkspaceForUpdate :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist FROM workspaces WHERE id = $1 FOR UPDATE
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length FROM workspaces WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -91,14 +94,15 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 		&i.CreatedAt,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
+		&i.RationaleMinLength,
 	)
 	return i, err
 }
 
 const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
-UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4
+UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5
 WHERE id = $1
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length
 `
 
 type UpdateWorkspaceSettingsParams struct {
@@ -106,6 +110,7 @@ type UpdateWorkspaceSettingsParams struct {
 	AutoApproveHighRisk bool
 	InternalDomains     []string
 	WebhookAllowlist    []string
+	RationaleMinLength  int32
 }
 
 func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspaceSettingsParams) (Workspace, error) {
@@ -114,6 +119,7 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		arg.AutoApproveHighRisk,
 		arg.InternalDomains,
 		arg.WebhookAllowlist,
+		arg.RationaleMinLength,
 	)
 	var i Workspace
 	err := row.Scan(
@@ -124,6 +130,7 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		&i.CreatedAt,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
+		&i.RationaleMinLength,
 	)
 	return i, err
 }

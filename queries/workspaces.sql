@@ -14,6 +14,6 @@ RETURNING *;
 SELECT * FROM workspaces WHERE id = $1 FOR UPDATE;
 
 -- name: UpdateWorkspaceSettings :one
-UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4
+UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5
 WHERE id = $1
 RETURNING *;

@@ -132,7 +132,7 @@ func AdminPage(s Shell, members []Member) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "<section><h1>Admin</h1><p><a href=\"/admin/approvals\">Approvals queue</a> · <a href=\"/admin/settings\">Workspace settings</a> (admins)</p><h2>Members</h2><table class=\"table\" data-testid=\"members\"><thead><tr><th>Email</th><th>Role</th><th>Since</th></tr></thead> <tbody>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "<section><h1>Admin</h1><p><a href=\"/admin/approvals\">Approvals queue</a> · <a href=\"/admin/outbox\">Outbox</a> · <a href=\"/admin/settings\">Workspace settings</a> (admins)</p><h2>Members</h2><table class=\"table\" data-testid=\"members\"><thead><tr><th>Email</th><th>Role</th><th>Since</th></tr></thead> <tbody>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -353,3 +353,20 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// outboxPage handles "GET /admin/outbox".
+func (s *Server) outboxPage(c echo.Context) error {
+	items, err := s.props.Outbox(c.Request().Context(), principal(c), 200)
+	if err != nil {
+		return err
+	}
+	rows := make([]views.OutboxRow, len(items))
+	for i, it := range items {
+		rows[i] = views.OutboxRow{Kind: it.Kind, Recipient: it.Recipient, Subject: it.Subject, Body: it.Body,
+			When: it.CreatedAt.UTC().Format("2006-01-02 15:04 UTC")}
+		if it.ResponseStatus != 0 {
+			rows[i].Status = strconv.Itoa(it.ResponseStatus)
+		}
+	}
+	return render(c, http.StatusOK, views.OutboxPage(s.shell(c, "Outbox", "admin"), rows))
+}

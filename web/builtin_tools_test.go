@@ -25,11 +25,19 @@ func TestBuiltinTools_EachLayerDecidesForReal(t *testing.T) {
 			"rationale": "the owner asked for this", "idempotency_key": key})
 	}
 
-	// email.send is high risk: deferred to an approver, even in auto mode.
+	// email.send is high risk: deferred to an approver, even in auto mode;
+	// approved, it lands in the outbox an approver can read.
 	resp, p := call(agent, "email.send", map[string]any{"to": "ana@example.net", "subject": "Hi", "body": "Hello"}, "email-ana-0000000001")
 	if resp.StatusCode != http.StatusAccepted || p["status"] != "pending_approval" || p["action_class"] != "email.send.external" ||
 		p["summary"] != "Send email to ana@example.net: Hi" {
 		t.Fatalf("email.send: %d %v", resp.StatusCode, p)
+	}
+	boss := e.user("boss@example.com", auth.RoleApprover)
+	if status, out := adminJSON(t, e, "POST", "/admin/approvals/"+p["approval_id"].(string)+"/approve", e.token("boss@example.com", auth.TokenUser), map[string]any{}); status != http.StatusOK {
+		t.Fatalf("approve the email: %d %v", status, out)
+	}
+	if _, page := boss.get("/admin/outbox"); !strings.Contains(page, "ana@example.net") || !strings.Contains(page, "Hello") {
+		t.Fatalf("the outbox does not show the email:\n%s", page)
 	}
 
 	// payment.initiate is human-only: 403 with the decision; the owner

@@ -105,6 +105,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/proposals/:id/performed", s.performProposal, signedIn...)
 	e.GET("/admin", s.adminPage, approver...)
 	e.GET("/admin/settings", s.settingsPage, approver...)
+	e.GET("/admin/outbox", s.outboxPage, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)
 	// The approvals queue: the session's approver, or an approver's user
 	// token for its JSON.

@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -19,13 +20,16 @@ func (s *Server) settingsPage(c echo.Context) error {
 		return err
 	}
 	v := views.SettingsView{AutoApproveHighRisk: st.AutoApproveHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
-		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), Saved: c.QueryParam("saved") == "1"}
+		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1"}
 	return render(c, http.StatusOK, views.SettingsPage(s.shell(c, "Settings", "admin"), v))
 }
 
 // saveSettings handles "POST /admin/settings"; bad input re-renders the
 // form as typed, with the field named.
 func (s *Server) saveSettings(c echo.Context) error {
+	if _, err := s.settings.Get(c.Request().Context(), principal(c)); err != nil {
+		return err // only admins get as far as the form's errors
+	}
 	internal, webhook := c.FormValue("internal_domains"), c.FormValue("webhook_allowlist")
 	next := settings.Settings{AutoApproveHighRisk: c.FormValue("auto_approve_high_risk") != ""}
 	var errs []error
@@ -36,13 +40,19 @@ func (s *Server) saveSettings(c echo.Context) error {
 	if next.WebhookAllowlist, err = settings.Domains("webhook_allowlist", webhook); err != nil {
 		errs = append(errs, err)
 	}
+	minLen := strings.TrimSpace(c.FormValue("rationale_min_length"))
+	if n, err := strconv.Atoi(minLen); err != nil || n < 10 || n > 500 {
+		errs = append(errs, apperr.Invalid("", apperr.FieldError{Field: "rationale_min_length", Message: "must be a whole number from 10 to 500"}))
+	} else {
+		next.RationaleMinLength = n
+	}
 	if len(errs) == 0 {
 		if _, err := s.settings.Update(c.Request().Context(), principal(c), next); err != nil {
 			return err
 		}
 		return c.Redirect(http.StatusSeeOther, "/admin/settings?saved=1")
 	}
-	v := views.SettingsView{AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook,
+	v := views.SettingsView{AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
 		Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{}}
 	for _, e := range errs {
 		var ae *apperr.Error

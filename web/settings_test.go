@@ -28,8 +28,10 @@ func TestSettings_AdminsChangeThemAndEveryChangeIsAudited(t *testing.T) {
 	}
 
 	// Bad input saves nothing and names the field.
-	resp, body = admin.postForm("/admin/settings", url.Values{"auto_approve_high_risk": {"on"}, "internal_domains": {"example.com, not a domain!"}})
-	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Nothing was saved") || !strings.Contains(body, "is not a domain") {
+	resp, body = admin.postForm("/admin/settings", url.Values{"auto_approve_high_risk": {"on"}, "internal_domains": {"example.com, not a domain!"},
+		"rationale_min_length": {"5"}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Nothing was saved") || !strings.Contains(body, "is not a domain") ||
+		!strings.Contains(body, "from 10 to 500") {
 		t.Fatalf("bad domains: %d\n%s", resp.StatusCode, body)
 	}
 	var on bool
@@ -40,7 +42,7 @@ func TestSettings_AdminsChangeThemAndEveryChangeIsAudited(t *testing.T) {
 
 	admin.get("/admin/settings")
 	resp, _ = admin.postForm("/admin/settings", url.Values{"auto_approve_high_risk": {"on"}, "internal_domains": {"@Example.com\nexample.com corp.example.org"},
-		"webhook_allowlist": {"hooks.example.com"}})
+		"webhook_allowlist": {"hooks.example.com"}, "rationale_min_length": {"40"}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/admin/settings?saved=1" {
 		t.Fatalf("save: %d", resp.StatusCode)
 	}
@@ -56,8 +58,17 @@ func TestSettings_AdminsChangeThemAndEveryChangeIsAudited(t *testing.T) {
 		rows.Scan(&s)
 		changed = append(changed, s)
 	}
-	if strings.Join(changed, ",") != "auto_approve_high_risk,internal_domains,webhook_allowlist" {
+	if strings.Join(changed, ",") != "auto_approve_high_risk,internal_domains,webhook_allowlist,rationale_min_length" {
 		t.Fatalf("audited %v", changed)
+	}
+	// The rationale setting holds for agents' calls.
+	e.token("root@example.com", auth.TokenAgent)
+	agent := e.token("root@example.com", auth.TokenAgent)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{})
+	resp, p := e.api("POST", "/api/v1/conversations/"+conv["id"].(string)+"/tool-calls", agent, map[string]any{"tool": "records.search",
+		"arguments": map[string]any{"query": "x"}, "rationale": "a short reason only"})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(p["detail"].(string), "at least 40 characters") {
+		t.Fatalf("a short rationale: %d %v", resp.StatusCode, p)
 	}
 	if _, body := admin.get("/admin/settings?saved=1"); !strings.Contains(body, `data-testid="saved"`) || !strings.Contains(body, "checked") {
 		t.Fatal("the page does not show what was saved")

@@ -432,3 +432,32 @@ func scopeOfIDs(conv, nb uuid.NullUUID) Scope {
 	}
 	return InConversation(conv.UUID)
 }
+
+// OutboxItem is a message the built-in tools delivered to the workspace
+// outbox (email) or recorded as delivered (webhook).
+type OutboxItem struct {
+	ID             int64
+	Kind           string
+	Recipient      string
+	Subject        string
+	Body           string
+	ResponseStatus int
+	CreatedAt      time.Time
+}
+
+// Outbox lists the workspace's outbox, newest first (approvers and admins).
+func (s *Service) Outbox(ctx context.Context, p auth.Principal, limit int) ([]OutboxItem, error) {
+	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListOutbox(ctx, db.ListOutboxParams{WorkspaceID: p.WorkspaceID, Limit: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("proposals: outbox: %w", err)
+	}
+	out := make([]OutboxItem, len(rows))
+	for i, r := range rows {
+		out[i] = OutboxItem{ID: r.ID, Kind: r.Kind, Recipient: r.Recipient, Subject: r.Subject.String, Body: r.Body,
+			ResponseStatus: int(r.ResponseStatus.Int32), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
+}

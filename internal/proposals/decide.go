@@ -27,6 +27,8 @@ type decision struct {
 	class       string
 	ws          tools.Workspace
 	constraints []policy.Constraint
+	// rationaleMin is the workspace's shortest acceptable rationale.
+	rationaleMin int
 }
 
 // auto reports whether the call is applied at once, without a person.
@@ -72,7 +74,8 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 		AutoApproveHighRisk: ws.AutoApproveHighRisk,
 		Constraints:         names,
 	}
-	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: sd, class: class, ws: ws, constraints: constraints}, nil
+	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: sd, class: class, ws: ws, constraints: constraints,
+		rationaleMin: int(wsRow.RationaleMinLength)}, nil
 }
 
 // readScope reads the scope's row and applies its gate alone (the scope's

@@ -210,6 +210,10 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if err != nil {
 		return Proposal{}, err
 	}
+	if n := utf8.RuneCountInString(rationale); n < d.rationaleMin {
+		msg := fmt.Sprintf("must have at least %d characters in this workspace", d.rationaleMin)
+		return Proposal{}, apperr.Invalid("The rationale is too short: "+msg+".", apperr.FieldError{Field: "rationale", Message: msg})
+	}
 	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
 		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID}
 	refuse := func(err error, why map[string]any) (Proposal, error) {

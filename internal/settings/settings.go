@@ -29,6 +29,9 @@ type Settings struct {
 	InternalDomains []string
 	// WebhookAllowlist is where webhook.post may post (empty: nowhere).
 	WebhookAllowlist []string
+	// RationaleMinLength is the shortest rationale a call may give
+	// (10 to 500; every call needs at least 10 characters).
+	RationaleMinLength int
 }
 
 // Service reads and changes settings.
@@ -100,10 +103,17 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 	if err != nil {
 		return Settings{}, fmt.Errorf("settings: get: %w", err)
 	}
+	if next.RationaleMinLength == 0 {
+		next.RationaleMinLength = int(cur.RationaleMinLength)
+	}
+	if next.RationaleMinLength < 10 || next.RationaleMinLength > 500 {
+		return Settings{}, apperr.Invalid("The minimum rationale length must be 10 to 500 characters.",
+			apperr.FieldError{Field: "rationale_min_length", Message: "must be 10 to 500"})
+	}
 	next.InternalDomains = nonNil(next.InternalDomains)
 	next.WebhookAllowlist = nonNil(next.WebhookAllowlist)
 	row, err := q.UpdateWorkspaceSettings(ctx, db.UpdateWorkspaceSettingsParams{ID: p.WorkspaceID, AutoApproveHighRisk: next.AutoApproveHighRisk,
-		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist})
+		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist, RationaleMinLength: int32(next.RationaleMinLength)})
 	if err != nil {
 		return Settings{}, fmt.Errorf("settings: update: %w", err)
 	}
@@ -115,6 +125,7 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		{"auto_approve_high_risk", cur.AutoApproveHighRisk, next.AutoApproveHighRisk, cur.AutoApproveHighRisk == next.AutoApproveHighRisk},
 		{"internal_domains", cur.InternalDomains, next.InternalDomains, slices.Equal(cur.InternalDomains, next.InternalDomains)},
 		{"webhook_allowlist", cur.WebhookAllowlist, next.WebhookAllowlist, slices.Equal(cur.WebhookAllowlist, next.WebhookAllowlist)},
+		{"rationale_min_length", cur.RationaleMinLength, next.RationaleMinLength, int(cur.RationaleMinLength) == next.RationaleMinLength},
 	}
 	for _, c := range changes {
 		if c.same {
@@ -136,5 +147,6 @@ func nonNil(s []string) []string {
 }
 
 func fromRow(w db.Workspace) Settings {
-	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist)}
+	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist),
+		RationaleMinLength: int(w.RationaleMinLength)}
 }

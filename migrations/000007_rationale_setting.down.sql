@@ -1,0 +1,1 @@
+ALTER TABLE workspaces DROP COLUMN rationale_min_length;
