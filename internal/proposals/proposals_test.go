@@ -34,7 +34,7 @@ type fixture struct {
 	other auth.Principal // another member
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	registry, err := tools.Builtin()
 	if err != nil {
@@ -44,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 }
 
 // newFixtureWith is a fixture whose service declares the given tools.
-func newFixtureWith(t *testing.T, registry *tools.Registry) *fixture {
+func newFixtureWith(t testing.TB, registry *tools.Registry) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	pool := dbtest.MustPool(t)
