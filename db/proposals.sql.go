@@ -8,6 +8,7 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -87,6 +88,26 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.DryRun,
 	)
 	return i, err
+}
+
+const countRecentCalls = `-- name: CountRecentCalls :one
+SELECT count(*) FROM proposals
+WHERE workspace_id = $1 AND tool = $2 AND created_at > $3 AND status IN ('applying', 'applied')
+`
+
+type CountRecentCallsParams struct {
+	WorkspaceID uuid.UUID
+	Tool        string
+	CreatedAt   time.Time
+}
+
+// Calls of a tool in the workspace that ran (or are running) since a time:
+// what a rate_limit constraint counts.
+func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countRecentCalls, arg.WorkspaceID, arg.Tool, arg.CreatedAt)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const finishProposal = `-- name: FinishProposal :one

@@ -40,3 +40,9 @@ SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2;
 -- name: AddProposalConstraints :exec
 -- An approver's constraints join the proposal's, checked when it runs.
 UPDATE proposals SET constraints = constraints || sqlc.arg(constraints)::jsonb WHERE id = $1;
+
+-- name: CountRecentCalls :one
+-- Calls of a tool in the workspace that ran (or are running) since a time:
+-- what a rate_limit constraint counts.
+SELECT count(*) FROM proposals
+WHERE workspace_id = $1 AND tool = $2 AND created_at > $3 AND status IN ('applying', 'applied');

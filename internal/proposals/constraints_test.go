@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -35,6 +36,7 @@ func constrainedTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 		decl("t.redacted", policy.Constraint{Kind: policy.ConstraintRedactionRules, Values: []string{"account.number"}}),
 		decl("t.capped", policy.Constraint{Kind: policy.ConstraintMaxAmount, Amount: 100}),
 		decl("t.staging", policy.Constraint{Kind: policy.ConstraintStagingOnly}),
+		decl("t.twice", policy.Constraint{Kind: policy.ConstraintRateLimit, Limit: 2, Window: time.Hour}),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -85,11 +87,25 @@ func TestConstraints_AreCheckedWhenTheCallRuns(t *testing.T) {
 	if got := runs.Load() - before; got != 1 {
 		t.Fatalf("%d executions, want 1 (only the call under the cap)", got)
 	}
+	// rate_limit: two calls an hour ran; the third is refused, naming it.
+	for i := range 2 {
+		if _, err := f.props.Propose(ctx, f.agent, conv, call("t.twice", `{}`)); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if _, err := f.props.Propose(ctx, f.agent, conv, call("t.twice", `{}`)); apperr.Code(err) != apperr.EFORBIDDEN || !errorsAs(err, &ae) || ae.Extra["constraint"] != policy.ConstraintRateLimit {
+		t.Fatalf("third call under rate_limit: %v", err)
+	}
+	var twice int
+	f.pool.QueryRow(ctx, "SELECT count(*) FROM proposals WHERE tool = 't.twice'").Scan(&twice)
+	if twice != 2 {
+		t.Fatalf("%d t.twice proposals recorded, want 2", twice)
+	}
 	var refused, recorded int
 	f.pool.QueryRow(ctx, "SELECT count(*) FROM audit_events WHERE action = 'proposal.refused'").Scan(&refused)
 	f.pool.QueryRow(ctx, "SELECT count(*) FROM proposals WHERE tool IN ('t.capped', 't.staging')").Scan(&recorded)
-	if refused != 2 || recorded != 1 {
-		t.Fatalf("%d refusals audited and %d proposals recorded, want 2 and 1", refused, recorded)
+	if refused != 3 || recorded != 1 {
+		t.Fatalf("%d refusals audited and %d proposals recorded, want 3 and 1", refused, recorded)
 	}
 }
 

@@ -168,7 +168,7 @@ func (s *Service) DryRun(ctx context.Context, p auth.Principal, scope Scope, too
 // checkConstraints checks the call against every constraint on it: the
 // declared ones, the workspace's, and those stored on the proposal (an
 // approver's). A broken one is refused with its name.
-func (s *Service) checkConstraints(tool *tools.Tool, args json.RawMessage, d decision, stored []policy.Constraint, approvers []string) error {
+func (s *Service) checkConstraints(ctx context.Context, q *db.Queries, p auth.Principal, tool *tools.Tool, args json.RawMessage, d decision, stored []policy.Constraint, approvers []string) error {
 	cs := append(slices.Clone(d.constraints), stored...)
 	if approvers == nil {
 		// Not the approval path: a witness is the approvals queue's to
@@ -186,6 +186,18 @@ func (s *Service) checkConstraints(tool *tools.Tool, args json.RawMessage, d dec
 		}
 		f := tool.Contract.Facts(m)
 		facts.Recipients, facts.URLs, facts.Amount = f.Recipients, f.URLs, f.Amount
+	}
+	for _, c := range cs {
+		if c.Kind != policy.ConstraintRateLimit || c.Window <= 0 {
+			continue
+		}
+		// The calls of this tool that ran in the constraint's window, in the
+		// workspace (the widest window among rate_limit constraints counts).
+		n, err := q.CountRecentCalls(ctx, db.CountRecentCallsParams{WorkspaceID: p.WorkspaceID, Tool: tool.Name, CreatedAt: facts.Now.Add(-c.Window)})
+		if err != nil {
+			return fmt.Errorf("proposals: count recent calls: %w", err)
+		}
+		facts.RecentCalls = max(facts.RecentCalls, int(n))
 	}
 	err := policy.Check(cs, facts)
 	var v *policy.Violation

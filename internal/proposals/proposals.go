@@ -231,7 +231,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if d.State == policy.StateBlocked {
 		return refuse(refusal(d, uuid.Nil), map[string]any{"layers": d.Layers})
 	}
-	if err := s.checkConstraints(tool, args, d, nil, nil); err != nil {
+	if err := s.checkConstraints(ctx, q, p, tool, args, d, nil, nil); err != nil {
 		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
 	}
 	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
@@ -408,7 +408,7 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if err := json.Unmarshal(cur.Constraints, &stored); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: decode constraints: %w", err)
 	}
-	if err := s.checkConstraints(tool, args, d, stored, approvers); err != nil {
+	if err := s.checkConstraints(ctx, q, p, tool, args, d, stored, approvers); err != nil {
 		return Proposal{}, err
 	}
 	var appliedArgs []byte
