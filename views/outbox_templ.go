@@ -46,7 +46,7 @@ func OutboxPage(s Shell, rows []OutboxRow) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<section><h1>Outbox</h1><p class=\"muted\">Email that agents sent through <code>email.send</code> lands here (Gatehouse does not deliver over SMTP yet), and every webhook <code>webhook.post</code> delivered, with the answer it got. Newest first.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<section><h1>Outbox</h1><p class=\"muted\">Every email <code>email.send</code> sent (over SMTP when <code>GATEHOUSE_SMTP_ADDR</code> is set; otherwise it is held here, undelivered) and every webhook <code>webhook.post</code> delivered, with the answer it got. Newest first.</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

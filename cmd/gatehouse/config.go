@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/mail"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type Config struct {
 	LogLevel      slog.Level
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
 	ShutdownTimeout time.Duration
+	// SMTP delivers email.send's messages when SMTPAddr is set; otherwise
+	// they are held in the workspace outbox.
+	SMTPAddr, SMTPFrom, SMTPUsername, SMTPPassword string
 }
 
 // loadConfig reads the environment, then the command's flags.
@@ -35,6 +39,18 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		AdminPassword:   getenv("GATEHOUSE_ADMIN_PASSWORD"),
 		CookieSecure:    true,
 		ShutdownTimeout: 15 * time.Second,
+		SMTPAddr:        getenv("GATEHOUSE_SMTP_ADDR"),
+		SMTPFrom:        getenv("GATEHOUSE_SMTP_FROM"),
+		SMTPUsername:    getenv("GATEHOUSE_SMTP_USERNAME"),
+		SMTPPassword:    getenv("GATEHOUSE_SMTP_PASSWORD"),
+	}
+	if cfg.SMTPAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.SMTPAddr); err != nil {
+			return cfg, usageError("GATEHOUSE_SMTP_ADDR must be host:port")
+		}
+		if _, err := mail.ParseAddress(cfg.SMTPFrom); err != nil {
+			return cfg, usageError("GATEHOUSE_SMTP_FROM must be the sender's address when GATEHOUSE_SMTP_ADDR is set")
+		}
 	}
 	if v := getenv("GATEHOUSE_COOKIE_SECURE"); v != "" {
 		b, err := strconv.ParseBool(v)

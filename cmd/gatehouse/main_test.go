@@ -208,6 +208,13 @@ func TestServe_EmbeddedPostgresOnAFreshDataDir(t *testing.T) {
 
 func TestRun_UsageErrors(t *testing.T) {
 	t.Parallel()
+	smtp := map[string]string{"GATEHOUSE_SMTP_ADDR": "mail.example.com:587"}
+	for _, env := range []map[string]string{smtp, {"GATEHOUSE_SMTP_ADDR": "no-port", "GATEHOUSE_SMTP_FROM": "a@b.c"}} {
+		err := run(context.Background(), []string{"serve"}, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
+		if _, ok := err.(usageError); !ok {
+			t.Errorf("serve with %v = %v, want a usage error", env, err)
+		}
+	}
 	for _, args := range [][]string{{}, {"nope"}, {"serve", "--addr", "no-port"}, {"user", "create"}, {"token", "create", "--email", "a@b.c"}, {"migrate", "sideways"}} {
 		var errOut strings.Builder
 		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), io.Discard, &errOut)

@@ -25,7 +25,12 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.LogLevel)
 	// A tool whose contract does not hold stops the server before anything
 	// else starts; the error names the tool.
-	registry, err := tools.Builtin()
+	var opts []tools.Option
+	if cfg.SMTPAddr != "" {
+		opts = append(opts, tools.WithMailer(tools.SMTPMailer{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}))
+		log.Info("email.send delivers over SMTP", "addr", cfg.SMTPAddr, "from", cfg.SMTPFrom)
+	}
+	registry, err := tools.Builtin(opts...)
 	if err != nil {
 		return err
 	}

@@ -18,12 +18,25 @@ import (
 const collectionSchema = `{"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,100}$", "description": "The collection: letters, digits, _ . -", "maxLength": 100}`
 const keySchema = `{"type": "string", "minLength": 1, "maxLength": 200, "description": "The record's key within its collection"}`
 
+// Option configures the built-in tools.
+type Option func(*options)
+
+type options struct{ mailer Mailer }
+
+// WithMailer delivers email.send's messages with m (SMTP) instead of
+// holding them in the outbox.
+func WithMailer(m Mailer) Option { return func(o *options) { o.mailer = m } }
+
 // Builtin returns the registry of built-in tools: those that act on the
 // workspace's records store in PostgreSQL, and those that reach beyond it
 // (mail and webhooks through the workspace outbox, payments the principal
 // performs; see external.go). Its classes are the canonical ones plus
 // webhook.post, in the external group.
-func Builtin() (*Registry, error) {
+func Builtin(opts ...Option) (*Registry, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal})
 	if err != nil {
 		return nil, fmt.Errorf("tools: classes: %w", err)
@@ -89,7 +102,7 @@ func Builtin() (*Registry, error) {
 				Summarize: func(a map[string]any) string {
 					return fmt.Sprintf("Send email to %s: %s", stringArg(a, "to"), stringArg(a, "subject"))
 				}},
-			Execute: sendEmail,
+			Execute: sendEmail(o.mailer),
 		},
 		Tool{
 			Name: "webhook.post", Effect: policy.EffectMutate,

@@ -110,21 +110,40 @@ func amountFacts(args map[string]any) policy.Facts {
 // sendEmail runs email.send. The mail is written to the workspace outbox, not
 // delivered: SMTP delivery is out of the gateway's scope, and whatever sends
 // mail reads the outbox. The outbox row commits with the call's result.
-func sendEmail(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
-	a, err := decode[struct {
-		To      string `json:"to"`
-		Subject string `json:"subject"`
-		Body    string `json:"body"`
-	}](args)
-	if err != nil {
-		return nil, err
+func sendEmail(mailer Mailer) Executor {
+	return func(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
+		a, err := decode[struct {
+			To      string `json:"to"`
+			Subject string `json:"subject"`
+			Body    string `json:"body"`
+		}](args)
+		if err != nil {
+			return nil, err
+		}
+		deliveredTo := "outbox"
+		if mailer != nil {
+			// Delivered before the record commits: a failed commit can leave
+			// a sent message unrecorded; the required idempotency key keeps
+			// a retry from sending it twice.
+			if err := mailer.Send(ctx, a.To, a.Subject, a.Body); err != nil {
+				return nil, apperr.Errorf(apperr.EINVALID, "The mail server did not take the message: %s.", sanitizeSMTP(err))
+			}
+			deliveredTo = "smtp"
+		}
+		row, err := q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: ws, Kind: "email", Recipient: a.To,
+			Subject: pgtype.Text{String: a.Subject, Valid: true}, Body: a.Body})
+		if err != nil {
+			return nil, fmt.Errorf("tools: record email: %w", err)
+		}
+		return map[string]any{"delivered_to": deliveredTo, "outbox_id": row.ID, "to": a.To}, nil
 	}
-	row, err := q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: ws, Kind: "email", Recipient: a.To,
-		Subject: pgtype.Text{String: a.Subject, Valid: true}, Body: a.Body})
-	if err != nil {
-		return nil, fmt.Errorf("tools: queue email: %w", err)
-	}
-	return map[string]any{"delivered_to": "outbox", "outbox_id": row.ID, "to": a.To}, nil
+}
+
+// sanitizeSMTP keeps an SMTP error to its first line, which is safe to
+// show (no credentials travel in server replies).
+func sanitizeSMTP(err error) string {
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	return msg
 }
 
 // newWebhookClient is the client webhook.post delivers with: a 10-second
