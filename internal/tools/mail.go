@@ -93,4 +93,3 @@ func message(from, to, subject, body string) []byte {
 	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\n", "\r\n"))
 	return []byte(b.String())
 }
-
