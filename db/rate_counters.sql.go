@@ -42,3 +42,20 @@ func (q *Queries) DeleteExpiredRateCounters(ctx context.Context) (int64, error) 
 	}
 	return result.RowsAffected(), nil
 }
+
+const getRateCount = `-- name: GetRateCount :one
+SELECT coalesce((SELECT count FROM rate_counters WHERE bucket = $1 AND window_start = $2), 0)::int AS count
+`
+
+type GetRateCountParams struct {
+	Bucket      string
+	WindowStart time.Time
+}
+
+// The count in a bucket's window so far (0 when none).
+func (q *Queries) GetRateCount(ctx context.Context, arg GetRateCountParams) (int32, error) {
+	row := q.db.QueryRow(ctx, getRateCount, arg.Bucket, arg.WindowStart)
+	var count int32
+	err := row.Scan(&count)
+	return count, err
+}

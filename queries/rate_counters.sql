@@ -7,3 +7,7 @@ RETURNING count;
 
 -- name: DeleteExpiredRateCounters :execrows
 DELETE FROM rate_counters WHERE expires_at <= now();
+
+-- name: GetRateCount :one
+-- The count in a bucket's window so far (0 when none).
+SELECT coalesce((SELECT count FROM rate_counters WHERE bucket = $1 AND window_start = $2), 0)::int AS count;

@@ -289,3 +289,27 @@ func TestBodyLimit(t *testing.T) {
 		t.Fatalf("2 MiB body: %d %v", resp.StatusCode, p)
 	}
 }
+
+func TestSignIn_FailedAttemptsAreBraked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("ana@example.com", auth.RoleMember)
+	e.user("bob@example.com", auth.RoleMember)
+	c := e.client()
+	c.get("/signin")
+	for i := range 10 {
+		if resp, _ := c.postForm("/signin", url.Values{"email": {"ana@example.com"}, "password": {"wrong guess"}}); resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Fatalf("attempt %d: %d", i+1, resp.StatusCode)
+		}
+	}
+	// The eleventh attempt is refused even with the right password.
+	resp, body := c.postForm("/signin", url.Values{"email": {"ana@example.com"}, "password": {password}})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "Too many failed sign-ins") {
+		t.Fatalf("after ten failures: %d %v", resp.StatusCode, resp.Header)
+	}
+	// Another account from the same address still signs in.
+	resp, _ = c.postForm("/signin", url.Values{"email": {"bob@example.com"}, "password": {password}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("another account: %d", resp.StatusCode)
+	}
+}

@@ -16,6 +16,10 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
+	// The client's address (for the sign-in brake and logs): X-Forwarded-For
+	// is believed only from a proxy on loopback or a private network, so a
+	// client on the internet cannot choose its own address.
+	e.IPExtractor = echo.ExtractIPFromXFFHeader()
 
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,10 +20,20 @@ func (s *Server) signInPage(c echo.Context) error {
 func (s *Server) signIn(c echo.Context) error {
 	form := views.SignInForm{Email: c.FormValue("email"), Next: localPath(c.FormValue("next"))}
 	ctx := c.Request().Context()
-	p, err := s.auth.Authenticate(ctx, form.Email, c.FormValue("password"))
-	if apperr.Code(err) == apperr.EUNAUTH {
+	p, err := s.auth.SignIn(ctx, form.Email, c.FormValue("password"), c.RealIP())
+	switch apperr.Code(err) {
+	case apperr.EUNAUTH:
 		form.Error = apperr.Message(err)
 		return render(c, http.StatusUnprocessableEntity, views.SignInPage(s.shell(c, "Sign in", ""), form))
+	case apperr.ERATELIMIT:
+		form.Error = apperr.Message(err)
+		var ae *apperr.Error
+		if errors.As(err, &ae) {
+			if secs, ok := ae.Extra["retry_after"].(int); ok {
+				c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+			}
+		}
+		return render(c, http.StatusTooManyRequests, views.SignInPage(s.shell(c, "Sign in", ""), form))
 	}
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/mail"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -297,4 +298,46 @@ func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
 func isUniqueViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// Sign-in brakes: failed attempts are counted per account and per address
+// in fixed windows, in PostgreSQL (so they hold across instances).
+const (
+	signInWindow             = 15 * time.Minute
+	signInFailuresPerAccount = 10
+	signInFailuresPerAddress = 50
+)
+
+// SignIn authenticates a browser sign-in, refusing further attempts for an
+// account or an address that failed too often in the current window (429,
+// with retry_after). The answer never tells whether the account exists.
+func (s *Service) SignIn(ctx context.Context, email, password, address string) (Principal, error) {
+	email = strings.ToLower(strings.TrimSpace(email))
+	now := time.Now()
+	start := now.Truncate(signInWindow)
+	buckets := []struct {
+		key   string
+		limit int
+	}{{"signin:account:" + email, signInFailuresPerAccount}, {"signin:address:" + address, signInFailuresPerAddress}}
+	for _, b := range buckets {
+		n, err := s.q.GetRateCount(ctx, db.GetRateCountParams{Bucket: b.key, WindowStart: start})
+		if err != nil {
+			return Principal{}, fmt.Errorf("auth: sign-in brake: %w", err)
+		}
+		if int(n) >= b.limit {
+			wait := start.Add(signInWindow).Sub(now)
+			e := apperr.Errorf(apperr.ERATELIMIT, "Too many failed sign-ins. Try again in %d minutes.", int(wait.Minutes())+1)
+			e.Extra = map[string]any{"retry_after": int(wait.Seconds()) + 1}
+			return Principal{}, e
+		}
+	}
+	p, err := s.Authenticate(ctx, email, password)
+	if apperr.Code(err) == apperr.EUNAUTH {
+		for _, b := range buckets {
+			if _, cerr := s.q.CountRate(ctx, db.CountRateParams{Bucket: b.key, WindowStart: start, ExpiresAt: start.Add(signInWindow)}); cerr != nil {
+				return Principal{}, fmt.Errorf("auth: count failed sign-in: %w", cerr)
+			}
+		}
+	}
+	return p, err
 }
