@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/views"
 )
@@ -75,4 +76,22 @@ func (s *Server) setPermissionMode(c echo.Context) error {
 		return err
 	}
 	return render(c, http.StatusOK, views.ModeToggle(conv.ID.String(), string(conv.PermissionMode)))
+}
+
+// postMessage handles "POST /conversations/:id/messages": the owner writes
+// in the transcript from the page.
+func (s *Server) postMessage(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	content := c.FormValue("content")
+	m, err := s.convs.PostMessage(c.Request().Context(), principal(c), id, "user", content)
+	if apperr.Code(err) == apperr.EINVALID {
+		return render(c, http.StatusUnprocessableEntity, views.Composer(id.String(), content, apperr.Message(err)))
+	}
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.SentMessage(id.String(), m.Role, m.Content))
 }

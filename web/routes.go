@@ -96,6 +96,7 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/conversations", s.createConversation, signedIn...)
 	e.GET("/conversations/:id", s.conversationPage, signedIn...)
 	e.POST("/conversations/:id/mode", s.setPermissionMode, signedIn...)
+	e.POST("/conversations/:id/messages", s.postMessage, signedIn...)
 	e.GET("/notebooks", s.notebooksPage, signedIn...)
 	e.POST("/notebooks", s.createNotebook, signedIn...)
 	e.GET("/notebooks/:id", s.notebookPage, signedIn...)

@@ -1,0 +1,41 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+)
+
+func TestConversationPage_OwnerWritesFromTheComposer(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("owner@example.com", auth.RoleMember)
+	other := e.user("other@example.com", auth.RoleMember)
+	owner.get("/conversations")
+	resp, _ := owner.postForm("/conversations", url.Values{"title": {"Plans"}})
+	path := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(path, "/conversations/") {
+		t.Fatalf("create: %d %q", resp.StatusCode, path)
+	}
+	if _, page := owner.get(path); !strings.Contains(page, `data-testid="composer"`) {
+		t.Fatal("the page has no composer")
+	}
+	resp, frag := owner.postForm(path+"/messages", url.Values{"content": {"Renew Acme's plan, please."}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(frag, `hx-swap-oob="beforeend:#transcript"`) || !strings.Contains(frag, "Renew Acme&#39;s plan, please.") {
+		t.Fatalf("send: %d\n%s", resp.StatusCode, frag)
+	}
+	resp, frag = owner.postForm(path+"/messages", url.Values{"content": {"   "}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(frag, "1 to 20000 characters") {
+		t.Fatalf("empty: %d\n%s", resp.StatusCode, frag)
+	}
+	other.get("/conversations")
+	if resp, _ := other.postForm(path+"/messages", url.Values{"content": {"hi"}}); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another member writes: %d", resp.StatusCode)
+	}
+	if _, page := owner.get(path); strings.Count(page, `class="line user"`) != 1 || !strings.Contains(page, "Renew Acme&#39;s plan, please.") {
+		t.Fatal("the transcript does not show the one message after a reload")
+	}
+}
