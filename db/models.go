@@ -157,6 +157,7 @@ type Proposal struct {
 	Decision          []byte
 	Constraints       json.RawMessage
 	DryRun            bool
+	ClaimedAt         *time.Time
 }
 
 type RateCounter struct {

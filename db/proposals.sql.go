@@ -30,9 +30,9 @@ func (q *Queries) AddProposalConstraints(ctx context.Context, arg AddProposalCon
 }
 
 const claimProposal = `-- name: ClaimProposal :one
-UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
+UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now()
 WHERE id = $1 AND status = $5::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
 `
 
 type ClaimProposalParams struct {
@@ -86,6 +86,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.Decision,
 		&i.Constraints,
 		&i.DryRun,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
@@ -113,7 +114,7 @@ func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsPara
 const finishProposal = `-- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
 WHERE id = $1 AND status = 'applying'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
 `
 
 type FinishProposalParams struct {
@@ -165,12 +166,13 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		&i.Decision,
 		&i.Constraints,
 		&i.DryRun,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
 
 const getProposal = `-- name: GetProposal :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetProposalParams struct {
@@ -215,12 +217,13 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 		&i.Decision,
 		&i.Constraints,
 		&i.DryRun,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
 
 const getProposalInWorkspace = `-- name: GetProposalInWorkspace :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE id = $1 AND workspace_id = $2
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE id = $1 AND workspace_id = $2
 `
 
 type GetProposalInWorkspaceParams struct {
@@ -264,6 +267,7 @@ func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInW
 		&i.Decision,
 		&i.Constraints,
 		&i.DryRun,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
@@ -273,7 +277,7 @@ INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, pro
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
 `
 
 type InsertProposalParams struct {
@@ -357,12 +361,13 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		&i.Decision,
 		&i.Constraints,
 		&i.DryRun,
+		&i.ClaimedAt,
 	)
 	return i, err
 }
 
 const listProposalsForConversation = `-- name: ListProposalsForConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE conversation_id = $1 ORDER BY created_at
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE conversation_id = $1 ORDER BY created_at
 `
 
 func (q *Queries) ListProposalsForConversation(ctx context.Context, conversationID uuid.NullUUID) ([]Proposal, error) {
@@ -406,6 +411,7 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 			&i.Decision,
 			&i.Constraints,
 			&i.DryRun,
+			&i.ClaimedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -418,7 +424,7 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 }
 
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
 `
 
 // A notebook's cells, in the order they were added.
@@ -463,6 +469,72 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 			&i.Decision,
 			&i.Constraints,
 			&i.DryRun,
+			&i.ClaimedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listStuckProposals = `-- name: ListStuckProposals :many
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals
+WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2
+ORDER BY claimed_at LIMIT 100
+`
+
+type ListStuckProposalsParams struct {
+	WorkspaceID uuid.UUID
+	ClaimedAt   *time.Time
+}
+
+// Claims that never finished: applying since before the cut-off.
+func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposalsParams) ([]Proposal, error) {
+	rows, err := q.db.Query(ctx, listStuckProposals, arg.WorkspaceID, arg.ClaimedAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Proposal{}
+	for rows.Next() {
+		var i Proposal
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ConversationID,
+			&i.ProposedByUserID,
+			&i.ProposedByTokenID,
+			&i.ProposedByKind,
+			&i.Tool,
+			&i.Effect,
+			&i.Arguments,
+			&i.Rationale,
+			&i.PermissionMode,
+			&i.Disposition,
+			&i.Status,
+			&i.AppliedArguments,
+			&i.Result,
+			&i.Error,
+			&i.RejectionReason,
+			&i.ResolvedByUserID,
+			&i.ApplyPath,
+			&i.CreatedAt,
+			&i.ResolvedAt,
+			&i.NotebookID,
+			&i.OwnerID,
+			&i.TrustLevel,
+			&i.Authority,
+			&i.Risk,
+			&i.ActionClass,
+			&i.State,
+			&i.Decision,
+			&i.Constraints,
+			&i.DryRun,
+			&i.ClaimedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -477,7 +549,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
 WHERE id = $1 AND status = $4::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
 `
 
 type RejectProposalParams struct {
@@ -527,6 +599,68 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		&i.Decision,
 		&i.Constraints,
 		&i.DryRun,
+		&i.ClaimedAt,
+	)
+	return i, err
+}
+
+const settleStuckProposal = `-- name: SettleStuckProposal :one
+UPDATE proposals SET status = $3, error = $4, resolved_at = now()
+WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < $5
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
+`
+
+type SettleStuckProposalParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Status      string
+	Error       pgtype.Text
+	Cutoff      *time.Time
+}
+
+// A person who checked the tool's effect settles a stuck claim.
+func (q *Queries) SettleStuckProposal(ctx context.Context, arg SettleStuckProposalParams) (Proposal, error) {
+	row := q.db.QueryRow(ctx, settleStuckProposal,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.Status,
+		arg.Error,
+		arg.Cutoff,
+	)
+	var i Proposal
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+		&i.ClaimedAt,
 	)
 	return i, err
 }

@@ -19,7 +19,7 @@ SELECT * FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id;
 -- name: ClaimProposal :one
 -- pending (or pending_approval, for an approver) → applying: of concurrent
 -- callers exactly one gets the row back.
-UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4
+UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now()
 WHERE id = $1 AND status = sqlc.arg(from_status)::text
 RETURNING *;
 
@@ -46,3 +46,15 @@ UPDATE proposals SET constraints = constraints || sqlc.arg(constraints)::jsonb W
 -- what a rate_limit constraint counts.
 SELECT count(*) FROM proposals
 WHERE workspace_id = $1 AND tool = $2 AND created_at > $3 AND status IN ('applying', 'applied');
+
+-- name: ListStuckProposals :many
+-- Claims that never finished: applying since before the cut-off.
+SELECT * FROM proposals
+WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2
+ORDER BY claimed_at LIMIT 100;
+
+-- name: SettleStuckProposal :one
+-- A person who checked the tool's effect settles a stuck claim.
+UPDATE proposals SET status = sqlc.arg(status), error = sqlc.narg(error), resolved_at = now()
+WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < sqlc.arg(cutoff)
+RETURNING *;

@@ -114,6 +114,19 @@ func (s *Server) renderQueue(c echo.Context, q url.Values, status int) error {
 	for _, a := range list {
 		v.Items = append(v.Items, toApprovalItem(a, now))
 	}
+	stuck, err := s.props.Stuck(c.Request().Context(), principal(c))
+	if err != nil {
+		return err
+	}
+	v.CanSettle = principal(c).IsAdmin()
+	for _, p := range stuck {
+		origin, link := "a conversation", "/conversations/"+p.Scope.ID.String()
+		if p.Scope.Kind == proposals.ScopeNotebook {
+			origin, link = "a notebook", "/notebooks/"+p.Scope.ID.String()
+		}
+		v.Stuck = append(v.Stuck, views.StuckItem{ID: p.ID.String(), Tool: p.Tool, Arguments: string(p.Arguments),
+			Since: p.ClaimedAt.UTC().Format("2006-01-02 15:04 UTC"), Origin: origin, OriginURL: link})
+	}
 	return render(c, status, views.ApprovalsPage(s.shell(c, "Approvals", "approvals"), v))
 }
 
@@ -369,4 +382,17 @@ func (s *Server) outboxPage(c echo.Context) error {
 		}
 	}
 	return render(c, http.StatusOK, views.OutboxPage(s.shell(c, "Outbox", "admin"), rows))
+}
+
+// settleStuck handles "POST /admin/proposals/:id/settle" (admins): what a
+// stuck call did, as a person found it.
+func (s *Server) settleStuck(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	if _, err := s.props.Settle(c.Request().Context(), principal(c), id, c.FormValue("ran") == "yes", c.FormValue("note")); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/approvals")
 }

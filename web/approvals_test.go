@@ -146,7 +146,16 @@ func TestApprovalsPage_QueueDetailAndBulk(t *testing.T) {
 			"arguments": map[string]any{"to": to}, "rationale": "the client asked for it", "idempotency_key": "send-" + strings.Split(to, "@")[0] + "-000000000001"})
 		ids = append(ids, p["approval_id"].(string))
 	}
+	// A claim that never finished shows for review; only admins settle it.
+	e.pool.Exec(t.Context(), `UPDATE proposals SET status = 'applying', claimed_at = now() - interval '1 hour'
+		WHERE id = (SELECT proposal_id FROM approvals WHERE id = $1)`, ids[1])
 	resp, body := boss.get("/admin/approvals")
+	if !strings.Contains(body, `data-testid="stuck"`) || strings.Contains(body, "It did not run</button>") {
+		t.Fatalf("stuck section for an approver:\n%s", body)
+	}
+	e.pool.Exec(t.Context(), `UPDATE proposals SET status = 'pending_approval', claimed_at = NULL
+		WHERE id = (SELECT proposal_id FROM approvals WHERE id = $1)`, ids[1])
+	resp, body = boss.get("/admin/approvals")
 	if resp.StatusCode != http.StatusOK || strings.Count(body, `data-testid="packet"`) != 2 || !strings.Contains(body, "Send to ana@example.com") ||
 		!strings.Contains(body, `sse-connect="/admin/approvals/events"`) {
 		t.Fatalf("queue page: %d\n%s", resp.StatusCode, body)

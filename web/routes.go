@@ -118,6 +118,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/approvals", s.approvalsQueue, approverOrToken...)
 	e.GET("/admin/approvals/events", s.streamEvents, approver...)
 	e.POST("/admin/approvals/bulk", s.bulkApprovals, approver...)
+	e.POST("/admin/proposals/:id/settle", s.settleStuck, approver...)
 	e.GET("/admin/approvals/:id", s.approvalDetail, approverOrToken...)
 	e.POST("/admin/approvals/:id/approve", s.approveApproval, approverOrToken...)
 	e.POST("/admin/approvals/:id/reject", s.rejectApproval, approverOrToken...)

@@ -461,3 +461,66 @@ func (s *Service) Outbox(ctx context.Context, p auth.Principal, limit int) ([]Ou
 	}
 	return out, nil
 }
+
+// StuckAfter is how long a claim may run before it counts as stuck: the
+// built-in tools finish in well under a second, webhooks within 10 s.
+const StuckAfter = 5 * time.Minute
+
+// Stuck lists proposals claimed but never finished (a crash between the
+// claim and the result), for approvers to review. They are never re-run on
+// their own: whether the tool took effect is a person's call.
+func (s *Service) Stuck(ctx context.Context, p auth.Principal) ([]Proposal, error) {
+	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListStuckProposals(ctx, db.ListStuckProposalsParams{WorkspaceID: p.WorkspaceID, ClaimedAt: ptr(time.Now().Add(-StuckAfter))})
+	if err != nil {
+		return nil, fmt.Errorf("proposals: stuck: %w", err)
+	}
+	out := make([]Proposal, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out, nil
+}
+
+// Settle records what an admin found a stuck claim did: it ran (applied)
+// or it did not (failed, with their note). Audited; the agent reads it.
+func (s *Service) Settle(ctx context.Context, p auth.Principal, id uuid.UUID, ran bool, note string) (Proposal, error) {
+	if p.IsAgent() || !p.IsAdmin() {
+		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Only admins settle a stuck call.")
+	}
+	note = strings.TrimSpace(note)
+	if n := utf8.RuneCountInString(note); n < 1 || n > 500 {
+		return Proposal{}, apperr.Invalid("Say what you found (1 to 500 characters).", apperr.FieldError{Field: "note", Message: "must have 1 to 500 characters"})
+	}
+	status, errText := StatusApplied, pgtype.Text{}
+	if !ran {
+		status, errText = StatusFailed, pgtype.Text{String: "Did not run (settled after review): " + note, Valid: true}
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	row, err := q.SettleStuckProposal(ctx, db.SettleStuckProposalParams{ID: id, WorkspaceID: p.WorkspaceID, Status: status, Error: errText,
+		Cutoff: ptr(time.Now().Add(-StuckAfter))})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "This call is not stuck (it finished, or it is still within %s of its claim).", StuckAfter)
+	}
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: settle: %w", err)
+	}
+	keep := audit.DefaultRetention
+	if tool, ok := s.tools.Get(row.Tool); ok {
+		keep = tool.Contract.Retention
+	}
+	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.settled", "proposal", id.String(),
+		map[string]any{"ran": ran, "note": note, "tool": row.Tool}); err != nil {
+		return Proposal{}, err
+	}
+	return fromRow(row), tx.Commit(ctx)
+}
+
+func ptr[T any](v T) *T { return &v }

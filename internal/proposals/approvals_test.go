@@ -198,3 +198,41 @@ func TestApprovals_AutoApproveHighRiskSkipsThePacketNotTheOwner(t *testing.T) {
 		t.Fatalf("%d packets", packets)
 	}
 }
+
+func TestStuck_ClaimsThatNeverFinishedAreSettledByAPerson(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	approver := f.person(t, "a1@example.com", auth.RoleApprover)
+	admin := f.person(t, "ad@example.com", auth.RoleAdmin)
+	conv := proposals.InConversation(f.conversation(t, ""))
+	old, _ := f.props.Propose(ctx, f.agent, conv, call("records.put", `{"collection":"c","key":"a","value":{}}`))
+	fresh, _ := f.props.Propose(ctx, f.agent, conv, call("records.put", `{"collection":"c","key":"b","value":{}}`))
+	// A crash after the claim: applying, and never finished.
+	f.pool.Exec(ctx, "UPDATE proposals SET status = 'applying', claimed_at = now() - interval '10 minutes' WHERE id = $1", old.ID)
+	f.pool.Exec(ctx, "UPDATE proposals SET status = 'applying', claimed_at = now() WHERE id = $1", fresh.ID)
+
+	stuck, err := f.props.Stuck(ctx, approver)
+	if err != nil || len(stuck) != 1 || stuck[0].ID != old.ID {
+		t.Fatalf("stuck: %v %v", stuck, err)
+	}
+	if _, err := f.props.Stuck(ctx, f.owner); apperr.Code(err) != apperr.EFORBIDDEN {
+		t.Fatalf("a member lists stuck calls: %v", err)
+	}
+	if _, err := f.props.Settle(ctx, approver, old.ID, false, "checked the store"); apperr.Code(err) != apperr.EFORBIDDEN {
+		t.Fatalf("an approver settles: %v", err)
+	}
+	if _, err := f.props.Settle(ctx, admin, fresh.ID, false, "too early"); apperr.Code(err) != apperr.ECONFLICT {
+		t.Fatalf("settle a fresh claim: %v", err)
+	}
+	got, err := f.props.Settle(ctx, admin, old.ID, false, "no record in the store")
+	if err != nil || got.Status != proposals.StatusFailed || got.Error != "Did not run (settled after review): no record in the store" {
+		t.Fatalf("settle: %+v %v", got, err)
+	}
+	if p, _ := f.props.Get(ctx, f.agent, old.ID); p.Status != proposals.StatusFailed {
+		t.Fatalf("the agent reads %s", p.Status)
+	}
+	if _, err := f.props.Settle(ctx, admin, old.ID, true, "again"); apperr.Code(err) != apperr.ECONFLICT {
+		t.Fatalf("settle twice: %v", err)
+	}
+}

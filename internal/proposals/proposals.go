@@ -105,6 +105,7 @@ type Proposal struct {
 	ApplyPath       string
 	ProposedBy      string // "agent" or "user"
 	CreatedAt       time.Time
+	ClaimedAt       *time.Time
 	ResolvedAt      *time.Time
 }
 
@@ -677,7 +678,7 @@ func fromRow(r db.Proposal) Proposal {
 		Disposition: r.Disposition, Authority: policy.Authority(r.Authority.String), Risk: policy.Risk(r.Risk.String),
 		ActionClass: r.ActionClass.String, Decision: decodeDecision(r.Decision), DryRun: r.DryRun,
 		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
-		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ResolvedAt: r.ResolvedAt,
+		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ClaimedAt: r.ClaimedAt, ResolvedAt: r.ResolvedAt,
 	}
 }
 
