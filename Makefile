@@ -24,6 +24,10 @@ e2e: ensure-postgres ensure-chromium ## run the browser tests in headless Chromi
 bench: ensure-postgres ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./...
 
+.PHONY: load
+load: ensure-postgres ## drive a throwaway server at a constant rate (RATE=50 DURATION=10s) and report latencies against a baseline
+	bash .ci/load
+
 .PHONY: build
 build: ## build bin/gatehouse
 	$(GO) build -o bin/gatehouse ./cmd/gatehouse
