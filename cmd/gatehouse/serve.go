@@ -80,6 +80,9 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Live streams (server-sent events) end when shutdown starts, so they
+	// do not hold the drain open until its timeout.
+	hs.RegisterOnShutdown(srv.Close)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 
