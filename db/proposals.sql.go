@@ -275,8 +275,11 @@ func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInW
 const insertProposal = `-- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
-                       authority, risk, action_class, state, decision, constraints, status)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+                       authority, risk, action_class, state, decision, constraints, status,
+                       apply_path, resolved_by_user_id, claimed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
+        $22, $23,
+        CASE WHEN $21::text = 'applying' THEN now() END)
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
 `
 
@@ -302,6 +305,8 @@ type InsertProposalParams struct {
 	Decision          []byte
 	Constraints       json.RawMessage
 	Status            string
+	ApplyPath         pgtype.Text
+	ResolvedByUserID  uuid.NullUUID
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
@@ -327,6 +332,8 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.Decision,
 		arg.Constraints,
 		arg.Status,
+		arg.ApplyPath,
+		arg.ResolvedByUserID,
 	)
 	var i Proposal
 	err := row.Scan(

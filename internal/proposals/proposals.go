@@ -1,6 +1,7 @@
 // Package proposals owns a tool call's life: Propose validates, decides and
-// records it; Apply is the one path by which any proposal reaches effect,
-// for the auto path and the human path alike.
+// records it. Every path to effect (automatic, the owner's confirm, an
+// approver's packet) claims the call exactly once and runs it through the
+// same execute, which records the result and the same audit rows.
 package proposals
 
 import (
@@ -247,8 +248,14 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
 	}
 	status := StatusPending
-	if d.State == policy.StateDeferred {
+	switch {
+	case d.State == policy.StateDeferred:
 		status = StatusPendingApproval
+	case d.auto():
+		// The automatic path claims the call as it records it: the decision
+		// was just taken from the rows in this transaction, and the claim
+		// commits before the tool runs, as on every path.
+		status = StatusApplying
 	}
 	kind := "user"
 	if p.IsAgent() {
@@ -261,6 +268,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
 		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
 		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status,
+	}
+	if status == StatusApplying {
+		params.ApplyPath, params.ResolvedByUserID = nullText(PathAuto), nullUUID(p.UserID)
 	}
 	switch scope.Kind {
 	case ScopeConversation:
@@ -301,7 +311,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		out.Packet = packet
 		return out, nil
 	}
-	return s.apply(ctx, p, row.ID, nil, PathAuto)
+	return s.execute(ctx, p, row, tool, args, PathAuto, policy.DryRun(d.constraints))
 }
 
 // touchScope marks the scope as active; a conversation also gets the tool
@@ -348,11 +358,14 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 	return s.apply(ctx, p, id, nil, PathPerformed)
 }
 
-// apply is the one path to effect: re-check authority and the decision,
-// claim (pending → applying: one winner), execute, record the result and
-// the audit row. The claim commits before the tool runs, so a crash in
-// between leaves the proposal "applying" for a person to review, never
-// silently run twice.
+// apply is the path to effect for a person's decision (the owner's
+// confirm, an approver's packet, the principal's own performance): re-check
+// authority and the decision, claim (pending → applying: one winner),
+// execute, record the result and the audit row. The automatic path claims
+// as Propose records the call, in the transaction that decided it, and then
+// shares execute. Either way the claim commits before the tool runs, so a
+// crash in between leaves the proposal "applying" for a person to review,
+// never silently run twice.
 //
 // On the approval path the actor is an approver, not the owner: the
 // proposal is found in the workspace, the scope's row is read as its
@@ -389,18 +402,13 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 			return Proposal{}, err
 		}
 	}
-	// The decision is taken again from the rows as they are now. The auto
-	// path is faster, never weaker: if the owner tightened the setting
-	// meanwhile, the call waits for them. On every path, a call that has
-	// become human_only or blocked, or breaks a constraint, does not run.
+	// The decision is taken again from the rows as they are now: a call that
+	// has become human_only or blocked, or breaks a constraint, does not run.
 	owner := p
 	owner.UserID = cur.OwnerID
 	d, err := s.decide(ctx, q, owner, scopeOf(cur), tool, args)
 	if err != nil {
 		return Proposal{}, err
-	}
-	if path == PathAuto && !d.auto() {
-		return fromRow(cur), nil
 	}
 	if d.State == policy.StateBlocked || (d.State == policy.StateHumanOnly && path != PathPerformed) {
 		return Proposal{}, refusal(d, id)
