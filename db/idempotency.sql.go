@@ -59,7 +59,7 @@ func (q *Queries) DeleteExpiredIdempotencyKeys(ctx context.Context) (int64, erro
 }
 
 const getIdempotencyKey = `-- name: GetIdempotencyKey :one
-SELECT workspace_id, tool, key, request_hash, state, response_status, response_content_type, response_body, created_at, expires_at FROM idempotency_keys WHERE workspace_id = $1 AND tool = $2 AND key = $3
+SELECT workspace_id, tool, key, request_hash, state, response_status, response_content_type, response_body, created_at, expires_at, principal, proposal_id FROM idempotency_keys WHERE workspace_id = $1 AND tool = $2 AND key = $3
 `
 
 type GetIdempotencyKeyParams struct {
@@ -82,6 +82,8 @@ func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyPa
 		&i.ResponseBody,
 		&i.CreatedAt,
 		&i.ExpiresAt,
+		&i.Principal,
+		&i.ProposalID,
 	)
 	return i, err
 }

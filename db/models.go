@@ -41,9 +41,18 @@ type Approval struct {
 }
 
 type ApprovalVote struct {
-	ApprovalID uuid.UUID
-	UserID     uuid.UUID
-	CreatedAt  time.Time
+	ApprovalID  uuid.UUID
+	UserID      uuid.UUID
+	CreatedAt   time.Time
+	Constraints json.RawMessage
+}
+
+type ApproverRole struct {
+	WorkspaceID uuid.UUID
+	UserID      uuid.UUID
+	Role        string
+	GrantedBy   uuid.NullUUID
+	CreatedAt   time.Time
 }
 
 type AuditEvent struct {
@@ -81,6 +90,8 @@ type IdempotencyKey struct {
 	ResponseBody        []byte
 	CreatedAt           time.Time
 	ExpiresAt           time.Time
+	Principal           string
+	ProposalID          uuid.NullUUID
 }
 
 type Message struct {
@@ -158,6 +169,7 @@ type Proposal struct {
 	Constraints       json.RawMessage
 	DryRun            bool
 	ClaimedAt         *time.Time
+	EffectDecision    []byte
 }
 
 type RateCounter struct {

@@ -32,7 +32,7 @@ func (q *Queries) AddProposalConstraints(ctx context.Context, arg AddProposalCon
 const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now()
 WHERE id = $1 AND status = $5::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
 type ClaimProposalParams struct {
@@ -87,6 +87,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }
@@ -114,7 +115,7 @@ func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsPara
 const finishProposal = `-- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
 WHERE id = $1 AND status = 'applying'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
 type FinishProposalParams struct {
@@ -167,12 +168,13 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }
 
 const getProposal = `-- name: GetProposal :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetProposalParams struct {
@@ -218,12 +220,13 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }
 
 const getProposalInWorkspace = `-- name: GetProposalInWorkspace :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE id = $1 AND workspace_id = $2
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE id = $1 AND workspace_id = $2
 `
 
 type GetProposalInWorkspaceParams struct {
@@ -268,6 +271,7 @@ func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInW
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }
@@ -280,7 +284,7 @@ INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, pro
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
         CASE WHEN $21::text = 'applying' THEN now() END)
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
 type InsertProposalParams struct {
@@ -369,12 +373,13 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }
 
 const listProposalsForConversation = `-- name: ListProposalsForConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE conversation_id = $1 ORDER BY created_at
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE conversation_id = $1 ORDER BY created_at
 `
 
 func (q *Queries) ListProposalsForConversation(ctx context.Context, conversationID uuid.NullUUID) ([]Proposal, error) {
@@ -419,6 +424,7 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 			&i.Constraints,
 			&i.DryRun,
 			&i.ClaimedAt,
+			&i.EffectDecision,
 		); err != nil {
 			return nil, err
 		}
@@ -431,7 +437,7 @@ func (q *Queries) ListProposalsForConversation(ctx context.Context, conversation
 }
 
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
 `
 
 // A notebook's cells, in the order they were added.
@@ -477,6 +483,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 			&i.Constraints,
 			&i.DryRun,
 			&i.ClaimedAt,
+			&i.EffectDecision,
 		); err != nil {
 			return nil, err
 		}
@@ -489,7 +496,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 }
 
 const listStuckProposals = `-- name: ListStuckProposals :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at FROM proposals
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals
 WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2
 ORDER BY claimed_at LIMIT 100
 `
@@ -542,6 +549,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 			&i.Constraints,
 			&i.DryRun,
 			&i.ClaimedAt,
+			&i.EffectDecision,
 		); err != nil {
 			return nil, err
 		}
@@ -556,7 +564,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
 WHERE id = $1 AND status = $4::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
 type RejectProposalParams struct {
@@ -607,6 +615,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }
@@ -614,7 +623,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 const settleStuckProposal = `-- name: SettleStuckProposal :one
 UPDATE proposals SET status = $3, error = $4, resolved_at = now()
 WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < $5
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
 type SettleStuckProposalParams struct {
@@ -668,6 +677,7 @@ func (q *Queries) SettleStuckProposal(ctx context.Context, arg SettleStuckPropos
 		&i.Constraints,
 		&i.DryRun,
 		&i.ClaimedAt,
+		&i.EffectDecision,
 	)
 	return i, err
 }

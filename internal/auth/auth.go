@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,6 +66,10 @@ type Principal struct {
 	TokenKind TokenKind
 	// TokenName names the agent (or script) for an API token.
 	TokenName string
+	// ApproverRoles are the named approver roles the user holds in the
+	// workspace (finance-approver…), read when the request authenticated.
+	// The resolving transaction reads them again from the rows.
+	ApproverRoles []string
 }
 
 // IsAgent reports whether the caller is an agent acting for its owner.
@@ -72,6 +77,23 @@ func (p Principal) IsAgent() bool { return p.TokenKind == TokenAgent }
 
 // CanApprove reports whether the caller's role may resolve approval packets.
 func (p Principal) CanApprove() bool { return p.Role == RoleApprover || p.Role == RoleAdmin }
+
+// MayResolve reports whether the caller may resolve a packet that waits for
+// role: "approver" needs the approver or admin role, "admin" the admin role,
+// and any other (named) role only its holders, whatever their workspace
+// role. Agents resolve nothing.
+func (p Principal) MayResolve(role string) bool {
+	if p.IsAgent() {
+		return false
+	}
+	switch role {
+	case string(RoleApprover):
+		return p.CanApprove()
+	case string(RoleAdmin):
+		return p.IsAdmin()
+	}
+	return slices.Contains(p.ApproverRoles, role)
+}
 
 // IsAdmin reports whether the caller administers the workspace.
 func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
