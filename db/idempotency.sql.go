@@ -14,36 +14,42 @@ import (
 )
 
 const claimIdempotencyKey = `-- name: ClaimIdempotencyKey :one
-INSERT INTO idempotency_keys (workspace_id, tool, key, request_hash, expires_at)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (workspace_id, tool, key) DO UPDATE
+
+INSERT INTO idempotency_keys (workspace_id, principal, tool, key, request_hash, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (workspace_id, principal, tool, key) DO UPDATE
     SET request_hash = EXCLUDED.request_hash, state = 'in_flight', response_status = NULL,
-        response_content_type = NULL, response_body = NULL, created_at = now(), expires_at = EXCLUDED.expires_at
+        response_content_type = NULL, response_body = NULL, proposal_id = NULL, created_at = now(),
+        expires_at = EXCLUDED.expires_at
     WHERE idempotency_keys.expires_at <= now()
-RETURNING workspace_id
+RETURNING created_at
 `
 
 type ClaimIdempotencyKeyParams struct {
 	WorkspaceID uuid.UUID
+	Principal   string
 	Tool        string
 	Key         string
 	RequestHash []byte
 	ExpiresAt   time.Time
 }
 
+// Idempotency keys belong to the caller: (workspace, principal, tool, key).
+// A principal is "token:<id>" for an API token, "user:<id>" for a session.
 // Takes a fresh key, or one whose window has passed. No row back: the key
-// is held by another request (in flight or done).
-func (q *Queries) ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyKeyParams) (uuid.UUID, error) {
+// is held by another request of the same caller (in flight or done).
+func (q *Queries) ClaimIdempotencyKey(ctx context.Context, arg ClaimIdempotencyKeyParams) (time.Time, error) {
 	row := q.db.QueryRow(ctx, claimIdempotencyKey,
 		arg.WorkspaceID,
+		arg.Principal,
 		arg.Tool,
 		arg.Key,
 		arg.RequestHash,
 		arg.ExpiresAt,
 	)
-	var workspace_id uuid.UUID
-	err := row.Scan(&workspace_id)
-	return workspace_id, err
+	var created_at time.Time
+	err := row.Scan(&created_at)
+	return created_at, err
 }
 
 const deleteExpiredIdempotencyKeys = `-- name: DeleteExpiredIdempotencyKeys :execrows
@@ -59,17 +65,23 @@ func (q *Queries) DeleteExpiredIdempotencyKeys(ctx context.Context) (int64, erro
 }
 
 const getIdempotencyKey = `-- name: GetIdempotencyKey :one
-SELECT workspace_id, tool, key, request_hash, state, response_status, response_content_type, response_body, created_at, expires_at, principal, proposal_id FROM idempotency_keys WHERE workspace_id = $1 AND tool = $2 AND key = $3
+SELECT workspace_id, tool, key, request_hash, state, response_status, response_content_type, response_body, created_at, expires_at, principal, proposal_id FROM idempotency_keys WHERE workspace_id = $1 AND principal = $2 AND tool = $3 AND key = $4
 `
 
 type GetIdempotencyKeyParams struct {
 	WorkspaceID uuid.UUID
+	Principal   string
 	Tool        string
 	Key         string
 }
 
 func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyParams) (IdempotencyKey, error) {
-	row := q.db.QueryRow(ctx, getIdempotencyKey, arg.WorkspaceID, arg.Tool, arg.Key)
+	row := q.db.QueryRow(ctx, getIdempotencyKey,
+		arg.WorkspaceID,
+		arg.Principal,
+		arg.Tool,
+		arg.Key,
+	)
 	var i IdempotencyKey
 	err := row.Scan(
 		&i.WorkspaceID,
@@ -88,43 +100,123 @@ func (q *Queries) GetIdempotencyKey(ctx context.Context, arg GetIdempotencyKeyPa
 	return i, err
 }
 
+const linkIdempotencyKey = `-- name: LinkIdempotencyKey :execrows
+UPDATE idempotency_keys SET proposal_id = $5
+WHERE workspace_id = $1 AND principal = $2 AND tool = $3 AND key = $4 AND state = 'in_flight'
+  AND created_at = $6
+`
+
+type LinkIdempotencyKeyParams struct {
+	WorkspaceID uuid.UUID
+	Principal   string
+	Tool        string
+	Key         string
+	ProposalID  uuid.NullUUID
+	ClaimedAt   time.Time
+}
+
+// In the proposal's transaction: the key now answers with that proposal's
+// real state if its request dies before storing a response. No row: a
+// retry took the key over (this request outlived its lease), so this
+// request must not record its call.
+func (q *Queries) LinkIdempotencyKey(ctx context.Context, arg LinkIdempotencyKeyParams) (int64, error) {
+	result, err := q.db.Exec(ctx, linkIdempotencyKey,
+		arg.WorkspaceID,
+		arg.Principal,
+		arg.Tool,
+		arg.Key,
+		arg.ProposalID,
+		arg.ClaimedAt,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const releaseIdempotencyKey = `-- name: ReleaseIdempotencyKey :exec
-DELETE FROM idempotency_keys WHERE workspace_id = $1 AND tool = $2 AND key = $3 AND state = 'in_flight'
+DELETE FROM idempotency_keys
+WHERE workspace_id = $1 AND principal = $2 AND tool = $3 AND key = $4 AND state = 'in_flight' AND proposal_id IS NULL
+  AND created_at = $5
 `
 
 type ReleaseIdempotencyKeyParams struct {
 	WorkspaceID uuid.UUID
+	Principal   string
 	Tool        string
 	Key         string
+	ClaimedAt   time.Time
 }
 
+// A refused request frees its key, unless it already recorded a proposal.
 func (q *Queries) ReleaseIdempotencyKey(ctx context.Context, arg ReleaseIdempotencyKeyParams) error {
-	_, err := q.db.Exec(ctx, releaseIdempotencyKey, arg.WorkspaceID, arg.Tool, arg.Key)
+	_, err := q.db.Exec(ctx, releaseIdempotencyKey,
+		arg.WorkspaceID,
+		arg.Principal,
+		arg.Tool,
+		arg.Key,
+		arg.ClaimedAt,
+	)
 	return err
 }
 
 const storeIdempotentResponse = `-- name: StoreIdempotentResponse :exec
-UPDATE idempotency_keys SET state = 'done', response_status = $4, response_content_type = $5, response_body = $6
-WHERE workspace_id = $1 AND tool = $2 AND key = $3 AND state = 'in_flight'
+UPDATE idempotency_keys SET state = 'done', response_status = $5, response_content_type = $6, response_body = $7
+WHERE workspace_id = $1 AND principal = $2 AND tool = $3 AND key = $4 AND state = 'in_flight'
+  AND created_at = $8
 `
 
 type StoreIdempotentResponseParams struct {
 	WorkspaceID         uuid.UUID
+	Principal           string
 	Tool                string
 	Key                 string
 	ResponseStatus      pgtype.Int4
 	ResponseContentType pgtype.Text
 	ResponseBody        []byte
+	ClaimedAt           time.Time
 }
 
 func (q *Queries) StoreIdempotentResponse(ctx context.Context, arg StoreIdempotentResponseParams) error {
 	_, err := q.db.Exec(ctx, storeIdempotentResponse,
 		arg.WorkspaceID,
+		arg.Principal,
 		arg.Tool,
 		arg.Key,
 		arg.ResponseStatus,
 		arg.ResponseContentType,
 		arg.ResponseBody,
+		arg.ClaimedAt,
 	)
 	return err
+}
+
+const takeOverIdempotencyKey = `-- name: TakeOverIdempotencyKey :one
+UPDATE idempotency_keys SET created_at = now()
+WHERE workspace_id = $1 AND principal = $2 AND tool = $3 AND key = $4
+  AND state = 'in_flight' AND proposal_id IS NULL AND created_at <= $5
+RETURNING created_at
+`
+
+type TakeOverIdempotencyKeyParams struct {
+	WorkspaceID uuid.UUID
+	Principal   string
+	Tool        string
+	Key         string
+	LeaseStart  time.Time
+}
+
+// A key whose request died in flight before it recorded a proposal (its
+// lease has passed): the retry takes it over and runs the call.
+func (q *Queries) TakeOverIdempotencyKey(ctx context.Context, arg TakeOverIdempotencyKeyParams) (time.Time, error) {
+	row := q.db.QueryRow(ctx, takeOverIdempotencyKey,
+		arg.WorkspaceID,
+		arg.Principal,
+		arg.Tool,
+		arg.Key,
+		arg.LeaseStart,
+	)
+	var created_at time.Time
+	err := row.Scan(&created_at)
+	return created_at, err
 }

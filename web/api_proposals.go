@@ -130,16 +130,38 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		key = in.IdempotencyKey
 	}
 	in.IdempotencyKey = key
-	idem, stored, err := s.beginIdempotent(c, scope, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key})
+	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key}
+	begun, err := s.beginIdempotent(c, scope, call)
 	if err != nil {
 		return err
 	}
-	if stored != nil {
+	switch {
+	case begun.Replay != nil:
 		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.Blob(stored.Status, stored.ContentType, stored.Body)
+		return c.Blob(begun.Replay.Status, begun.Replay.ContentType, begun.Replay.Body)
+	case begun.Recorded != nil:
+		// The request that held the key died after recording the call: its
+		// real state, never a second run.
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+		return c.JSON(proposalStatus(*begun.Recorded), toProposalJSON(*begun.Recorded))
 	}
-	defer idem.Release(ctx) // a refused request stores nothing
-	p, err := s.props.Propose(ctx, pr, scope, proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key})
+	idem := begun.Held
+	defer idem.Release(ctx) // a request refused before it recorded anything stores nothing
+	call.Idem = idem
+	p, err := s.props.Propose(ctx, pr, scope, call)
+	if err != nil && p.ID != uuid.Nil {
+		// Refused after it was recorded (a human-only call waits for the
+		// principal): a retry gets this same refusal.
+		prob := problemFor(c, err)
+		body, merr := json.Marshal(prob.body())
+		if merr != nil {
+			return merr
+		}
+		if serr := idem.Store(ctx, proposals.StoredResponse{Status: prob.Status, ContentType: "application/problem+json", Body: body}); serr != nil {
+			return serr
+		}
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -154,18 +176,19 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 }
 
 // beginIdempotent holds the call's idempotency key, if it has one, or
-// returns the response stored under it. The request hash covers the scope
-// and the whole call, so the same key with another request is refused.
-func (s *Server) beginIdempotent(c echo.Context, scope proposals.Scope, in proposals.Input) (*proposals.Idem, *proposals.StoredResponse, error) {
+// answers for it (see proposals.BeginIdempotent). The request hash covers
+// the scope and the whole call, so the same key with another request is
+// refused.
+func (s *Server) beginIdempotent(c echo.Context, scope proposals.Scope, in proposals.Input) (proposals.Begun, error) {
 	if in.IdempotencyKey == "" {
-		return nil, nil, nil
+		return proposals.Begun{}, nil
 	}
 	hash, err := proposals.RequestHash(map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool,
 		"arguments": in.Arguments, "rationale": in.Rationale})
 	if err != nil {
-		return nil, nil, err
+		return proposals.Begun{}, err
 	}
-	return s.props.BeginIdempotent(c.Request().Context(), principal(c), in.Tool, in.IdempotencyKey, hash)
+	return s.props.BeginIdempotent(c.Request().Context(), principal(c), scope, in.Tool, in.IdempotencyKey, hash)
 }
 
 // apiDecide handles "POST /api/v1/decisions": how would this call be

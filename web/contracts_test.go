@@ -124,12 +124,16 @@ func TestIdempotency_AKeyStillInFlightIsAConflict(t *testing.T) {
 	var in map[string]any
 	json.Unmarshal(body, &in)
 	hash := requestHash(t, conv["id"].(string), in)
-	if _, err := e.pool.Exec(t.Context(), `INSERT INTO idempotency_keys (workspace_id, tool, key, request_hash, expires_at)
-		VALUES ($1, 'notes.append', 'in-flight-key-000001', $2, now() + interval '1 hour')`, ws, hash); err != nil {
+	if _, err := e.pool.Exec(t.Context(), `INSERT INTO idempotency_keys (workspace_id, principal, tool, key, request_hash, expires_at)
+		VALUES ($1, (SELECT 'token:' || id FROM api_tokens WHERE kind = 'agent'), 'notes.append', 'in-flight-key-000001', $2, now() + interval '1 hour')`, ws, hash); err != nil {
 		t.Fatal(err)
 	}
-	if status, _, b := rawPost(t, e.url+base+"/tool-calls", agent, "in-flight-key-000001", body); status != http.StatusConflict {
+	status, h, b := rawPost(t, e.url+base+"/tool-calls", agent, "in-flight-key-000001", body)
+	if status != http.StatusConflict {
 		t.Fatalf("in flight: %d %s", status, b)
+	}
+	if h.Get("Retry-After") == "" {
+		t.Fatalf("in flight: no Retry-After: %v", h)
 	}
 }
 

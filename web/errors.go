@@ -52,6 +52,33 @@ type problem struct {
 	Extra     map[string]any      `json:"-"`
 }
 
+// body is the problem+json document.
+func (p problem) body() map[string]any {
+	body := map[string]any{}
+	for k, v := range p.Extra {
+		body[k] = v
+	}
+	body["type"], body["title"], body["status"], body["detail"], body["code"] = p.Type, p.Title, p.Status, p.Detail, p.Code
+	if p.RequestID != "" {
+		body["request_id"] = p.RequestID
+	}
+	if len(p.Errors) > 0 {
+		body["errors"] = p.Errors
+	}
+	return body
+}
+
+// problemFor is the problem a request's error becomes: what handleError
+// sends, and what an idempotency key stores for a refusal that recorded a
+// proposal.
+func problemFor(c echo.Context, err error) problem {
+	p := toProblem(err)
+	p.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
+	p.Title = http.StatusText(p.Status)
+	p.Type = "urn:gatehouse:problem:" + p.Code
+	return p
+}
+
 // toProblem turns any error into what the caller may see. Only errors that
 // carry a code (apperr.Error, echo.HTTPError) show their message.
 func toProblem(err error) problem {
@@ -89,17 +116,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	p := toProblem(err)
-	p.RequestID = c.Response().Header().Get(echo.HeaderXRequestID)
-	p.Title = http.StatusText(p.Status)
-	p.Type = "urn:gatehouse:problem:" + p.Code
+	p := problemFor(c, err)
 	if p.Status >= 500 {
 		s.log.Error("request failed", "err", err, "request_id", p.RequestID, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
 	if p.Status == http.StatusUnauthorized && isAPI(c) {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
 	}
-	if secs, ok := p.Extra["retry_after"].(int); ok && p.Status == http.StatusTooManyRequests {
+	if secs, ok := p.Extra["retry_after"].(int); ok {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 
@@ -108,20 +132,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case c.Request().Method == http.MethodHead:
 		werr = c.NoContent(p.Status)
 	case isAPI(c) || wantsJSON(c):
-		body := map[string]any{}
-		for k, v := range p.Extra {
-			body[k] = v
-		}
-		body["type"], body["title"], body["status"], body["detail"], body["code"] = p.Type, p.Title, p.Status, p.Detail, p.Code
-		if p.RequestID != "" {
-			body["request_id"] = p.RequestID
-		}
-		if len(p.Errors) > 0 {
-			body["errors"] = p.Errors
-		}
 		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 		c.Response().WriteHeader(p.Status)
-		werr = jsonEncode(c.Response(), body)
+		werr = jsonEncode(c.Response(), p.body())
 	case isHTMX(c):
 		msg := p.Detail
 		if p.Status >= 500 {

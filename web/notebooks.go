@@ -129,11 +129,12 @@ func (s *Server) addCell(c echo.Context) error {
 	args, err := argumentsFromForm(tool, form)
 	if err == nil {
 		in := proposals.Input{Tool: name, Arguments: args, Rationale: rationale, IdempotencyKey: key}
-		var idem *proposals.Idem
-		var stored *proposals.StoredResponse
-		idem, stored, err = s.beginIdempotent(c, proposals.InNotebook(id), in)
-		if err == nil && stored == nil {
+		var begun proposals.Begun
+		begun, err = s.beginIdempotent(c, proposals.InNotebook(id), in)
+		if err == nil && begun.Replay == nil && begun.Recorded == nil {
+			idem := begun.Held
 			defer idem.Release(c.Request().Context())
+			in.Idem = idem
 			var p proposals.Proposal
 			if p, err = s.props.Propose(c.Request().Context(), principal(c), proposals.InNotebook(id), in); err == nil {
 				err = idem.Store(c.Request().Context(), proposals.StoredResponse{Status: http.StatusOK, ContentType: "text/plain", Body: []byte(p.ID.String())})

@@ -126,6 +126,9 @@ type Input struct {
 	// IdempotencyKey is required by write-non-idempotent and irreversible
 	// tools (the caller holds it with BeginIdempotent).
 	IdempotencyKey string
+	// Idem is the held key, if any: Propose links it to the proposal in the
+	// proposal's transaction.
+	Idem *Idem
 }
 
 // Service is the propose → apply service.
@@ -134,18 +137,23 @@ type Service struct {
 	q        *db.Queries
 	tools    *tools.Registry
 	log      *slog.Logger
-	idemWait time.Duration
-	env      string
+	idemWait  time.Duration
+	idemLease time.Duration
+	env       string
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
-	return &Service{pool: pool, q: db.New(pool), tools: registry, log: log, idemWait: 5 * time.Second, env: "production"}
+	return &Service{pool: pool, q: db.New(pool), tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production"}
 }
 
 // SetIdempotencyWait sets how long a request waits for another holding the
 // same idempotency key before it answers 409.
 func (s *Service) SetIdempotencyWait(d time.Duration) { s.idemWait = d }
+
+// SetIdempotencyLease sets how long a key whose request died in flight keeps
+// answering 409 before a retry gets the proposal's real state.
+func (s *Service) SetIdempotencyLease(d time.Duration) { s.idemLease = d }
 
 // SetEnvironment names the deployment ("production", "staging") for the
 // staging_only constraint.
@@ -281,6 +289,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	row, err := q.InsertProposal(ctx, params)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: insert: %w", err)
+	}
+	if err := in.Idem.link(ctx, q, row.ID); err != nil {
+		return Proposal{}, err
 	}
 	var packet *Packet
 	if status == StatusPendingApproval {
