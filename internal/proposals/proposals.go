@@ -133,10 +133,10 @@ type Input struct {
 
 // Service is the propose → apply service.
 type Service struct {
-	pool     *pgxpool.Pool
-	q        *db.Queries
-	tools    *tools.Registry
-	log      *slog.Logger
+	pool      *pgxpool.Pool
+	q         *db.Queries
+	tools     *tools.Registry
+	log       *slog.Logger
 	idemWait  time.Duration
 	idemLease time.Duration
 	env       string
