@@ -29,7 +29,7 @@ func withPool(ctx context.Context, cfg Config, stderr io.Writer, fn func(*pgxpoo
 		return err
 	}
 	defer database.Close(log)
-	pool, err := openMigratedPool(ctx, database.URL)
+	pool, err := openMigratedPool(ctx, database.URL, cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}

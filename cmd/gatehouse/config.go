@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/mail"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -27,22 +28,49 @@ type Config struct {
 	// SMTP delivers email.send's messages when SMTPAddr is set; otherwise
 	// they are held in the workspace outbox.
 	SMTPAddr, SMTPFrom, SMTPUsername, SMTPPassword string
+	// DBMaxConns sizes the database pool. Calls to the outside (SMTP,
+	// webhooks) never hold a connection, so it need not grow with them.
+	DBMaxConns int32
+	// IdempotencyLease is how long a key whose request died in flight
+	// answers 409 before a retry gets the recorded call's real state.
+	IdempotencyLease time.Duration
 }
+
+// defaultDBMaxConns is pgxpool's own default (4, or the core count if
+// larger) doubled: enough to keep two cores busy while some requests wait
+// on the network.
+func defaultDBMaxConns() int32 { return int32(max(8, 2*runtime.NumCPU())) }
 
 // loadConfig reads the environment, then the command's flags.
 func loadConfig(name string, args []string, getenv func(string) string, stderr io.Writer, extra ...func(*flag.FlagSet)) (Config, error) {
 	cfg := Config{
-		Addr:            envOr(getenv, "GATEHOUSE_ADDR", "127.0.0.1:8080"),
-		DataDir:         envOr(getenv, "GATEHOUSE_DATA_DIR", "./var"),
-		DatabaseURL:     getenv("DATABASE_URL"),
-		AdminEmail:      envOr(getenv, "GATEHOUSE_ADMIN_EMAIL", "admin@localhost"),
-		AdminPassword:   getenv("GATEHOUSE_ADMIN_PASSWORD"),
-		CookieSecure:    true,
-		ShutdownTimeout: 15 * time.Second,
-		SMTPAddr:        getenv("GATEHOUSE_SMTP_ADDR"),
-		SMTPFrom:        getenv("GATEHOUSE_SMTP_FROM"),
-		SMTPUsername:    getenv("GATEHOUSE_SMTP_USERNAME"),
-		SMTPPassword:    getenv("GATEHOUSE_SMTP_PASSWORD"),
+		Addr:             envOr(getenv, "GATEHOUSE_ADDR", "127.0.0.1:8080"),
+		DataDir:          envOr(getenv, "GATEHOUSE_DATA_DIR", "./var"),
+		DatabaseURL:      getenv("DATABASE_URL"),
+		AdminEmail:       envOr(getenv, "GATEHOUSE_ADMIN_EMAIL", "admin@localhost"),
+		AdminPassword:    getenv("GATEHOUSE_ADMIN_PASSWORD"),
+		CookieSecure:     true,
+		ShutdownTimeout:  15 * time.Second,
+		SMTPAddr:         getenv("GATEHOUSE_SMTP_ADDR"),
+		SMTPFrom:         getenv("GATEHOUSE_SMTP_FROM"),
+		SMTPUsername:     getenv("GATEHOUSE_SMTP_USERNAME"),
+		SMTPPassword:     getenv("GATEHOUSE_SMTP_PASSWORD"),
+		DBMaxConns:       defaultDBMaxConns(),
+		IdempotencyLease: 60 * time.Second,
+	}
+	if v := getenv("GATEHOUSE_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 || n > 1000 {
+			return cfg, usageError("GATEHOUSE_DB_MAX_CONNS must be a whole number from 2 to 1000")
+		}
+		cfg.DBMaxConns = int32(n)
+	}
+	if v := getenv("GATEHOUSE_IDEMPOTENCY_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Hour {
+			return cfg, usageError("GATEHOUSE_IDEMPOTENCY_LEASE must be a duration from 1s to 1h, such as 60s")
+		}
+		cfg.IdempotencyLease = d
 	}
 	if cfg.SMTPAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.SMTPAddr); err != nil {

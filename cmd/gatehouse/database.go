@@ -42,12 +42,18 @@ func (d *database) Close(log *slog.Logger) {
 	}
 }
 
-// openMigratedPool migrates the database and opens a pool on it.
-func openMigratedPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// openMigratedPool migrates the database and opens a pool of at most
+// maxConns connections on it.
+func openMigratedPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	if err := db.MigrateUp(url); err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, url)
+	pc, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	pc.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}

@@ -39,13 +39,14 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 	defer database.Close(log)
-	pool, err := openMigratedPool(ctx, database.URL)
+	pool, err := openMigratedPool(ctx, database.URL, cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 
 	svc := web.NewServices(pool, log, auth.DefaultPasswordParams, registry)
+	svc.Proposals.SetIdempotencyLease(cfg.IdempotencyLease)
 	authSvc := svc.Auth
 	wsID, err := authSvc.EnsureDefaultWorkspace(ctx)
 	if err != nil {
