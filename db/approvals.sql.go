@@ -15,16 +15,18 @@ import (
 )
 
 const addApprovalVote = `-- name: AddApprovalVote :execrows
-INSERT INTO approval_votes (approval_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING
+INSERT INTO approval_votes (approval_id, user_id, constraints) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
 `
 
 type AddApprovalVoteParams struct {
-	ApprovalID uuid.UUID
-	UserID     uuid.UUID
+	ApprovalID  uuid.UUID
+	UserID      uuid.UUID
+	Constraints json.RawMessage
 }
 
+// A second vote by the same person changes nothing.
 func (q *Queries) AddApprovalVote(ctx context.Context, arg AddApprovalVoteParams) (int64, error) {
-	result, err := q.db.Exec(ctx, addApprovalVote, arg.ApprovalID, arg.UserID)
+	result, err := q.db.Exec(ctx, addApprovalVote, arg.ApprovalID, arg.UserID, arg.Constraints)
 	if err != nil {
 		return 0, err
 	}
@@ -115,7 +117,7 @@ func (q *Queries) GetApproval(ctx context.Context, arg GetApprovalParams) (Appro
 const getApprovalDetail = `-- name: GetApprovalDetail :one
 SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, p.proposed_by_user_id, p.decision, p.status AS proposal_status,
-       p.result, p.error
+       p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id
 FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
@@ -155,6 +157,9 @@ type GetApprovalDetailRow struct {
 	ProposalStatus   string
 	Result           []byte
 	Error            pgtype.Text
+	AppliedArguments []byte
+	EffectDecision   []byte
+	OwnerID          uuid.UUID
 }
 
 func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailParams) (GetApprovalDetailRow, error) {
@@ -188,6 +193,9 @@ func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailPa
 		&i.ProposalStatus,
 		&i.Result,
 		&i.Error,
+		&i.AppliedArguments,
+		&i.EffectDecision,
+		&i.OwnerID,
 	)
 	return i, err
 }
@@ -198,6 +206,38 @@ SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, 
 
 func (q *Queries) GetApprovalForProposal(ctx context.Context, proposalID uuid.UUID) (Approval, error) {
 	row := q.db.QueryRow(ctx, getApprovalForProposal, proposalID)
+	var i Approval
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ProposalID,
+		&i.Summary,
+		&i.ApproverRole,
+		&i.RequiresWitness,
+		&i.Status,
+		&i.Constraints,
+		&i.RejectionReason,
+		&i.ResolvedBy,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.ResolvedAt,
+	)
+	return i, err
+}
+
+const getApprovalForUpdate = `-- name: GetApprovalForUpdate :one
+SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at FROM approvals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+`
+
+type GetApprovalForUpdateParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+// Resolving a packet locks it: votes, the resolution and the call's claim
+// happen in one transaction, so the packet and its proposal move together.
+func (q *Queries) GetApprovalForUpdate(ctx context.Context, arg GetApprovalForUpdateParams) (Approval, error) {
+	row := q.db.QueryRow(ctx, getApprovalForUpdate, arg.ID, arg.WorkspaceID)
 	var i Approval
 	err := row.Scan(
 		&i.ID,
@@ -286,6 +326,36 @@ func (q *Queries) ListApprovalVoters(ctx context.Context, approvalID uuid.UUID) 
 	return items, nil
 }
 
+const listApprovalVotes = `-- name: ListApprovalVotes :many
+SELECT user_id, constraints FROM approval_votes WHERE approval_id = $1 ORDER BY created_at
+`
+
+type ListApprovalVotesRow struct {
+	UserID      uuid.UUID
+	Constraints json.RawMessage
+}
+
+// Who approved, with the constraints each attached.
+func (q *Queries) ListApprovalVotes(ctx context.Context, approvalID uuid.UUID) ([]ListApprovalVotesRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalVotes, approvalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListApprovalVotesRow{}
+	for rows.Next() {
+		var i ListApprovalVotesRow
+		if err := rows.Scan(&i.UserID, &i.Constraints); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listApprovals = `-- name: ListApprovals :many
 SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email
@@ -293,16 +363,18 @@ FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
 WHERE a.workspace_id = $1
-  AND ($2::text = '' OR a.status = $2)
-  AND ($3::text = '' OR p.tool = $3)
-  AND ($4::text = '' OR p.action_class = $4)
-  AND ($5::text = '' OR p.risk = $5)
+  AND a.approver_role = ANY ($2::text[])
+  AND ($3::text = '' OR a.status = $3)
+  AND ($4::text = '' OR p.tool = $4)
+  AND ($5::text = '' OR p.action_class = $5)
+  AND ($6::text = '' OR p.risk = $6)
 ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC
 LIMIT 200
 `
 
 type ListApprovalsParams struct {
 	WorkspaceID uuid.UUID
+	Roles       []string
 	Status      string
 	Tool        string
 	ActionClass string
@@ -339,6 +411,7 @@ type ListApprovalsRow struct {
 func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]ListApprovalsRow, error) {
 	rows, err := q.db.Query(ctx, listApprovals,
 		arg.WorkspaceID,
+		arg.Roles,
 		arg.Status,
 		arg.Tool,
 		arg.ActionClass,
@@ -442,6 +515,137 @@ SELECT pg_notify('gatehouse_events', $1::text)
 // commit).
 func (q *Queries) Notify(ctx context.Context, payload string) error {
 	_, err := q.db.Exec(ctx, notify, payload)
+	return err
+}
+
+const reconcileApprovedButNotRun = `-- name: ReconcileApprovedButNotRun :many
+UPDATE proposals p SET status = 'failed', resolved_at = now(),
+       error = 'The approval was recorded but the call never started; nothing ran. Propose it again if it is still needed.'
+FROM approvals a
+WHERE a.proposal_id = p.id AND a.status = 'approved' AND p.status = 'pending_approval'
+RETURNING p.id, p.workspace_id, a.id AS approval_id
+`
+
+type ReconcileApprovedButNotRunRow struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	ApprovalID  uuid.UUID
+}
+
+// A packet approved whose proposal never left pending_approval (a crash
+// between two steps of an older version): the call did not run, and it is
+// not run now; the proposal fails with the reason.
+func (q *Queries) ReconcileApprovedButNotRun(ctx context.Context) ([]ReconcileApprovedButNotRunRow, error) {
+	rows, err := q.db.Query(ctx, reconcileApprovedButNotRun)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileApprovedButNotRunRow{}
+	for rows.Next() {
+		var i ReconcileApprovedButNotRunRow
+		if err := rows.Scan(&i.ID, &i.WorkspaceID, &i.ApprovalID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reconcileOrphanedPackets = `-- name: ReconcileOrphanedPackets :many
+UPDATE approvals a SET status = CASE p.status WHEN 'rejected' THEN 'rejected' WHEN 'expired' THEN 'expired' ELSE 'approved' END,
+       resolved_at = now()
+FROM proposals p
+WHERE a.proposal_id = p.id AND a.status = 'pending' AND p.status IN ('applying', 'applied', 'failed', 'rejected', 'expired')
+RETURNING a.id, a.workspace_id, p.id AS proposal_id, p.status AS proposal_status
+`
+
+type ReconcileOrphanedPacketsRow struct {
+	ID             uuid.UUID
+	WorkspaceID    uuid.UUID
+	ProposalID     uuid.UUID
+	ProposalStatus string
+}
+
+// A packet still pending whose proposal was resolved some other way: the
+// packet follows the proposal, so the queue never offers a call that
+// cannot run.
+func (q *Queries) ReconcileOrphanedPackets(ctx context.Context) ([]ReconcileOrphanedPacketsRow, error) {
+	rows, err := q.db.Query(ctx, reconcileOrphanedPackets)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileOrphanedPacketsRow{}
+	for rows.Next() {
+		var i ReconcileOrphanedPacketsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ProposalID,
+			&i.ProposalStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const reconcileRejectedOrExpired = `-- name: ReconcileRejectedOrExpired :many
+UPDATE proposals p SET status = CASE a.status WHEN 'rejected' THEN 'rejected' ELSE 'expired' END,
+       rejection_reason = CASE a.status WHEN 'rejected' THEN a.rejection_reason END, resolved_at = now()
+FROM approvals a
+WHERE a.proposal_id = p.id AND a.status IN ('rejected', 'expired') AND p.status = 'pending_approval'
+RETURNING p.id, p.workspace_id, a.id AS approval_id, a.status AS approval_status
+`
+
+type ReconcileRejectedOrExpiredRow struct {
+	ID             uuid.UUID
+	WorkspaceID    uuid.UUID
+	ApprovalID     uuid.UUID
+	ApprovalStatus string
+}
+
+// A packet rejected or expired whose proposal still waits: it follows the packet.
+func (q *Queries) ReconcileRejectedOrExpired(ctx context.Context) ([]ReconcileRejectedOrExpiredRow, error) {
+	rows, err := q.db.Query(ctx, reconcileRejectedOrExpired)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReconcileRejectedOrExpiredRow{}
+	for rows.Next() {
+		var i ReconcileRejectedOrExpiredRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ApprovalID,
+			&i.ApprovalStatus,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const requireWitness = `-- name: RequireWitness :exec
+UPDATE approvals SET requires_witness = true WHERE id = $1
+`
+
+// An approver asked for a second pair of eyes.
+func (q *Queries) RequireWitness(ctx context.Context, id uuid.UUID) error {
+	_, err := q.db.Exec(ctx, requireWitness, id)
 	return err
 }
 

@@ -30,8 +30,9 @@ func (q *Queries) AddProposalConstraints(ctx context.Context, arg AddProposalCon
 }
 
 const claimProposal = `-- name: ClaimProposal :one
-UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now()
-WHERE id = $1 AND status = $5::text
+UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now(),
+       effect_decision = $5
+WHERE id = $1 AND status = $6::text
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
@@ -40,6 +41,7 @@ type ClaimProposalParams struct {
 	AppliedArguments []byte
 	ResolvedByUserID uuid.NullUUID
 	ApplyPath        pgtype.Text
+	EffectDecision   []byte
 	FromStatus       string
 }
 
@@ -51,6 +53,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		arg.AppliedArguments,
 		arg.ResolvedByUserID,
 		arg.ApplyPath,
+		arg.EffectDecision,
 		arg.FromStatus,
 	)
 	var i Proposal
@@ -110,6 +113,61 @@ func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsPara
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const escalateProposal = `-- name: EscalateProposal :one
+UPDATE proposals SET status = 'pending_approval', applied_arguments = $2, effect_decision = $3
+WHERE id = $1 AND status = 'pending'
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
+`
+
+type EscalateProposalParams struct {
+	ID               uuid.UUID
+	AppliedArguments []byte
+	EffectDecision   []byte
+}
+
+// The owner's confirm of a call that now needs an approver: it waits for
+// an approval packet, with the arguments that will run.
+func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalParams) (Proposal, error) {
+	row := q.db.QueryRow(ctx, escalateProposal, arg.ID, arg.AppliedArguments, arg.EffectDecision)
+	var i Proposal
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+		&i.ClaimedAt,
+		&i.EffectDecision,
+	)
+	return i, err
 }
 
 const finishProposal = `-- name: FinishProposal :one
@@ -225,6 +283,59 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 	return i, err
 }
 
+const getProposalForUpdate = `-- name: GetProposalForUpdate :one
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
+`
+
+type GetProposalForUpdateParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+}
+
+// The owner's path to effect: the row is locked while the call is decided
+// again and claimed, so one applier decides at a time.
+func (q *Queries) GetProposalForUpdate(ctx context.Context, arg GetProposalForUpdateParams) (Proposal, error) {
+	row := q.db.QueryRow(ctx, getProposalForUpdate, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	var i Proposal
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+		&i.ClaimedAt,
+		&i.EffectDecision,
+	)
+	return i, err
+}
+
 const getProposalInWorkspace = `-- name: GetProposalInWorkspace :one
 SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE id = $1 AND workspace_id = $2
 `
@@ -276,14 +387,64 @@ func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInW
 	return i, err
 }
 
+const getProposalInWorkspaceForUpdate = `-- name: GetProposalInWorkspaceForUpdate :one
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+`
+
+type GetProposalInWorkspaceForUpdateParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+func (q *Queries) GetProposalInWorkspaceForUpdate(ctx context.Context, arg GetProposalInWorkspaceForUpdateParams) (Proposal, error) {
+	row := q.db.QueryRow(ctx, getProposalInWorkspaceForUpdate, arg.ID, arg.WorkspaceID)
+	var i Proposal
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+		&i.ClaimedAt,
+		&i.EffectDecision,
+	)
+	return i, err
+}
+
 const insertProposal = `-- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
-        CASE WHEN $21::text = 'applying' THEN now() END)
+        CASE WHEN $21::text = 'applying' THEN now() END, $24)
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision
 `
 
@@ -311,6 +472,7 @@ type InsertProposalParams struct {
 	Status            string
 	ApplyPath         pgtype.Text
 	ResolvedByUserID  uuid.NullUUID
+	EffectDecision    []byte
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
@@ -338,6 +500,7 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.Status,
 		arg.ApplyPath,
 		arg.ResolvedByUserID,
+		arg.EffectDecision,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -559,6 +722,21 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 		return nil, err
 	}
 	return items, nil
+}
+
+const recordEffectDecision = `-- name: RecordEffectDecision :exec
+UPDATE proposals SET effect_decision = $2 WHERE id = $1
+`
+
+type RecordEffectDecisionParams struct {
+	ID             uuid.UUID
+	EffectDecision []byte
+}
+
+// A call refused at the moment of effect keeps the decision that refused it.
+func (q *Queries) RecordEffectDecision(ctx context.Context, arg RecordEffectDecisionParams) error {
+	_, err := q.db.Exec(ctx, recordEffectDecision, arg.ID, arg.EffectDecision)
+	return err
 }
 
 const rejectProposal = `-- name: RejectProposal :one

@@ -6,6 +6,15 @@ RETURNING *;
 -- name: GetApproval :one
 SELECT * FROM approvals WHERE id = $1 AND workspace_id = $2;
 
+-- name: GetApprovalForUpdate :one
+-- Resolving a packet locks it: votes, the resolution and the call's claim
+-- happen in one transaction, so the packet and its proposal move together.
+SELECT * FROM approvals WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
+
+-- name: RequireWitness :exec
+-- An approver asked for a second pair of eyes.
+UPDATE approvals SET requires_witness = true WHERE id = $1;
+
 -- name: GetApprovalForProposal :one
 SELECT * FROM approvals WHERE proposal_id = $1;
 
@@ -18,6 +27,7 @@ FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
 WHERE a.workspace_id = sqlc.arg(workspace_id)
+  AND a.approver_role = ANY (sqlc.arg(roles)::text[])
   AND (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status))
   AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
   AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
@@ -26,10 +36,15 @@ ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at 
 LIMIT 200;
 
 -- name: AddApprovalVote :execrows
-INSERT INTO approval_votes (approval_id, user_id) VALUES ($1, $2) ON CONFLICT DO NOTHING;
+-- A second vote by the same person changes nothing.
+INSERT INTO approval_votes (approval_id, user_id, constraints) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING;
 
 -- name: ListApprovalVoters :many
 SELECT user_id FROM approval_votes WHERE approval_id = $1 ORDER BY created_at;
+
+-- name: ListApprovalVotes :many
+-- Who approved, with the constraints each attached.
+SELECT user_id, constraints FROM approval_votes WHERE approval_id = $1 ORDER BY created_at;
 
 -- name: ResolveApproval :one
 -- pending → approved | rejected: of concurrent approvers exactly one wins.
@@ -57,7 +72,7 @@ SELECT count(*) FROM approvals WHERE workspace_id = $1 AND status = 'pending' AN
 -- name: GetApprovalDetail :one
 SELECT a.*, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, p.proposed_by_user_id, p.decision, p.status AS proposal_status,
-       p.result, p.error
+       p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id
 FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
@@ -73,3 +88,31 @@ ORDER BY created_at DESC LIMIT 10;
 -- Tells every instance's live pages that something changed (delivered at
 -- commit).
 SELECT pg_notify('gatehouse_events', sqlc.arg(payload)::text);
+
+-- name: ReconcileApprovedButNotRun :many
+-- A packet approved whose proposal never left pending_approval (a crash
+-- between two steps of an older version): the call did not run, and it is
+-- not run now; the proposal fails with the reason.
+UPDATE proposals p SET status = 'failed', resolved_at = now(),
+       error = 'The approval was recorded but the call never started; nothing ran. Propose it again if it is still needed.'
+FROM approvals a
+WHERE a.proposal_id = p.id AND a.status = 'approved' AND p.status = 'pending_approval'
+RETURNING p.id, p.workspace_id, a.id AS approval_id;
+
+-- name: ReconcileRejectedOrExpired :many
+-- A packet rejected or expired whose proposal still waits: it follows the packet.
+UPDATE proposals p SET status = CASE a.status WHEN 'rejected' THEN 'rejected' ELSE 'expired' END,
+       rejection_reason = CASE a.status WHEN 'rejected' THEN a.rejection_reason END, resolved_at = now()
+FROM approvals a
+WHERE a.proposal_id = p.id AND a.status IN ('rejected', 'expired') AND p.status = 'pending_approval'
+RETURNING p.id, p.workspace_id, a.id AS approval_id, a.status AS approval_status;
+
+-- name: ReconcileOrphanedPackets :many
+-- A packet still pending whose proposal was resolved some other way: the
+-- packet follows the proposal, so the queue never offers a call that
+-- cannot run.
+UPDATE approvals a SET status = CASE p.status WHEN 'rejected' THEN 'rejected' WHEN 'expired' THEN 'expired' ELSE 'approved' END,
+       resolved_at = now()
+FROM proposals p
+WHERE a.proposal_id = p.id AND a.status = 'pending' AND p.status IN ('applying', 'applied', 'failed', 'rejected', 'expired')
+RETURNING a.id, a.workspace_id, p.id AS proposal_id, p.status AS proposal_status;

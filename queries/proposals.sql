@@ -2,15 +2,23 @@
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         sqlc.narg(apply_path), sqlc.narg(resolved_by_user_id),
-        CASE WHEN $21::text = 'applying' THEN now() END)
+        CASE WHEN $21::text = 'applying' THEN now() END, sqlc.narg(effect_decision))
 RETURNING *;
 
 -- name: GetProposal :one
 -- Owner-scoped: a proposal in another user's conversation or notebook is not found.
 SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3;
+
+-- name: GetProposalForUpdate :one
+-- The owner's path to effect: the row is locked while the call is decided
+-- again and claimed, so one applier decides at a time.
+SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE;
+
+-- name: GetProposalInWorkspaceForUpdate :one
+SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
 
 -- name: ListProposalsForConversation :many
 SELECT * FROM proposals WHERE conversation_id = $1 ORDER BY created_at;
@@ -22,9 +30,21 @@ SELECT * FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id;
 -- name: ClaimProposal :one
 -- pending (or pending_approval, for an approver) → applying: of concurrent
 -- callers exactly one gets the row back.
-UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now()
+UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now(),
+       effect_decision = sqlc.arg(effect_decision)
 WHERE id = $1 AND status = sqlc.arg(from_status)::text
 RETURNING *;
+
+-- name: EscalateProposal :one
+-- The owner's confirm of a call that now needs an approver: it waits for
+-- an approval packet, with the arguments that will run.
+UPDATE proposals SET status = 'pending_approval', applied_arguments = $2, effect_decision = $3
+WHERE id = $1 AND status = 'pending'
+RETURNING *;
+
+-- name: RecordEffectDecision :exec
+-- A call refused at the moment of effect keeps the decision that refused it.
+UPDATE proposals SET effect_decision = $2 WHERE id = $1;
 
 -- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()

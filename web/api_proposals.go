@@ -37,10 +37,12 @@ type proposalJSON struct {
 	Risk             string           `json:"risk,omitempty"`
 	ActionClass      string           `json:"action_class,omitempty"`
 	Decision         *policy.Decision `json:"decision,omitempty"`
+	EffectDecision   *policy.Decision `json:"effect_decision,omitempty"`
 	DryRun           bool             `json:"dry_run,omitempty"`
 	RequiresApproval bool             `json:"requires_human_approval,omitempty"`
 	ApprovalID       string           `json:"approval_id,omitempty"`
 	ApprovalURL      string           `json:"approval_url,omitempty"`
+	ApproverRole     string           `json:"approver_role,omitempty"`
 	Summary          string           `json:"summary,omitempty"`
 	TTLSeconds       *int             `json:"ttl_seconds,omitempty"`
 	CreatedAt        string           `json:"created_at"`
@@ -53,7 +55,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 		Disposition: p.Disposition, PermissionMode: string(p.PermissionMode), TrustLevel: string(p.TrustLevel),
 		Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
 		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
-		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: p.Decision, DryRun: p.DryRun,
+		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: p.Decision, EffectDecision: p.EffectDecision, DryRun: p.DryRun,
 		RequiresApproval: p.Status == proposals.StatusPendingApproval,
 	}
 	switch p.Scope.Kind {
@@ -68,6 +70,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 	if a := p.Packet; a != nil {
 		ttl := int(max(0, time.Until(a.ExpiresAt).Seconds()))
 		out.ApprovalID, out.ApprovalURL, out.Summary, out.TTLSeconds = a.ID.String(), "/admin/approvals/"+a.ID.String(), a.Summary, &ttl
+		out.ApproverRole = a.ApproverRole
 	}
 	return out
 }
@@ -259,7 +262,9 @@ func (s *Server) apiApplyProposal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, toProposalJSON(p))
+	// 202 when the call now needs an approver: the edited call waits in a
+	// packet, and nothing ran.
+	return c.JSON(proposalStatus(p), toProposalJSON(p))
 }
 
 // apiPerformProposal handles "POST /api/v1/proposals/:id/performed".

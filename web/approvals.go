@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,7 +51,13 @@ type approvalJSON struct {
 	ExpiresAt       string              `json:"expires_at"`
 	TTLSeconds      int                 `json:"ttl_seconds"`
 	Decision        *policy.Decision    `json:"decision,omitempty"`
-	Approvals       int                 `json:"approvals"`
+	EffectDecision  *policy.Decision    `json:"effect_decision,omitempty"`
+	// ProposedArguments is what the agent proposed when the owner edited
+	// the call before it needed an approver.
+	ProposedArguments json.RawMessage `json:"proposed_arguments,omitempty"`
+	ProposalStatus    string          `json:"proposal_status,omitempty"`
+	Error             string          `json:"error,omitempty"`
+	Approvals         int             `json:"approvals"`
 }
 
 func toApprovalJSON(a proposals.Approval) approvalJSON {
@@ -60,7 +65,8 @@ func toApprovalJSON(a proposals.Approval) approvalJSON {
 		Tool: a.Tool, ActionClass: a.ActionClass, Risk: a.Risk, Arguments: a.Arguments, Rationale: a.Rationale,
 		ApproverRole: a.ApproverRole, RequiresWitness: a.RequiresWitness, Proposer: a.ProposerEmail, ProposedBy: a.ProposedBy,
 		Constraints: a.Constraints, RejectionReason: a.RejectionReason, CreatedAt: rfc3339(a.CreatedAt), ExpiresAt: rfc3339(a.ExpiresAt),
-		TTLSeconds: int(a.TTL(time.Now()).Seconds()), Decision: a.Decision, Approvals: len(a.Voters)}
+		TTLSeconds: int(a.TTL(time.Now()).Seconds()), Decision: a.Decision, EffectDecision: a.EffectDecision,
+		ProposedArguments: a.ProposedArguments, ProposalStatus: a.ProposalStatus, Error: a.Error, Approvals: len(a.Voters)}
 	if out.Constraints == nil {
 		out.Constraints = []policy.Constraint{}
 	}
@@ -177,7 +183,8 @@ func (s *Server) approvalDetail(c echo.Context) error {
 func toApprovalDetail(a proposals.Approval, formError string) views.ApprovalDetail {
 	d := views.ApprovalDetail{ApprovalItem: toApprovalItem(a, time.Now()), Arguments: string(a.Arguments), Rationale: a.Rationale,
 		RejectionReason: a.RejectionReason, ApproverRole: a.ApproverRole, RequiresWitness: a.RequiresWitness, Voters: len(a.Voters),
-		Result: string(a.Result), Error: a.Error, ProposalStatus: a.ProposalStatus, FormError: formError, Presets: rejectPresets}
+		Result: string(a.Result), Error: a.Error, ProposalStatus: a.ProposalStatus, FormError: formError, Presets: rejectPresets,
+		ProposedArguments: string(a.ProposedArguments), Decisions: decisionLines(a.Decision, a.EffectDecision)}
 	if a.Decision != nil {
 		for _, l := range a.Decision.Layers {
 			d.Layers = append(d.Layers, [3]string{l.Layer, string(l.State), l.Reason})
@@ -189,63 +196,18 @@ func toApprovalDetail(a proposals.Approval, formError string) views.ApprovalDeta
 	return d
 }
 
-// constraintsFromForm reads the approve form's optional constraints.
-func constraintsFromForm(form url.Values) ([]policy.Constraint, error) {
-	var out []policy.Constraint
-	list := func(s string) []string {
-		return slices.DeleteFunc(strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }), func(v string) bool { return v == "" })
-	}
-	if form.Get("dry_run_only") != "" {
-		out = append(out, policy.Constraint{Kind: policy.ConstraintDryRunOnly})
-	}
-	if v := list(form.Get("recipient_allowlist")); len(v) > 0 {
-		out = append(out, policy.Constraint{Kind: policy.ConstraintRecipientAllowlist, Values: v})
-	}
-	if v := list(form.Get("domain_allowlist")); len(v) > 0 {
-		out = append(out, policy.Constraint{Kind: policy.ConstraintDomainAllowlist, Values: v})
-	}
-	if v := strings.TrimSpace(form.Get("max_amount")); v != "" {
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil || n <= 0 {
-			return nil, apperr.Invalid("The max amount must be a positive number.", apperr.FieldError{Field: "max_amount", Message: "must be a positive number"})
-		}
-		out = append(out, policy.Constraint{Kind: policy.ConstraintMaxAmount, Amount: n})
-	}
-	if v := strings.TrimSpace(form.Get("expires_at")); v != "" {
-		at, err := time.ParseInLocation("2006-01-02T15:04", v, time.UTC)
-		if err != nil {
-			return nil, apperr.Invalid("Valid until must be a date and time.", apperr.FieldError{Field: "expires_at", Message: "must be a date and time"})
-		}
-		out = append(out, policy.Constraint{Kind: policy.ConstraintExpiresAt, At: at})
-	}
-	return out, nil
-}
-
 // approveApproval handles "POST /admin/approvals/:id/approve".
 func (s *Server) approveApproval(c echo.Context) error {
 	id, err := pathID(c, proposals.ErrApprovalNotFound)
 	if err != nil {
 		return err
 	}
-	var constraints []policy.Constraint
-	if strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationJSON) {
-		var in struct {
-			Constraints []policy.Constraint `json:"constraints"`
+	constraints, err := approvalConstraints(c)
+	if err != nil {
+		if jsonCaller(c) || apperr.Code(err) == apperr.EUNSUPPORTED {
+			return err
 		}
-		if c.Request().ContentLength != 0 {
-			if err := bindJSON(c, &in); err != nil {
-				return err
-			}
-		}
-		constraints = in.Constraints
-	} else {
-		form, err := c.FormParams()
-		if err != nil {
-			return apperr.Errorf(apperr.EBADREQ, "The form could not be read.")
-		}
-		if constraints, err = constraintsFromForm(form); err != nil {
-			return s.approvalFormError(c, id, err)
-		}
+		return s.approvalFormError(c, id, err)
 	}
 	a, p, err := s.props.Approve(c.Request().Context(), principal(c), id, constraints)
 	return s.resolved(c, id, a, p, err)
@@ -257,17 +219,12 @@ func (s *Server) rejectApproval(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var reason string
-	if strings.HasPrefix(c.Request().Header.Get(echo.HeaderContentType), echo.MIMEApplicationJSON) {
-		var in struct {
-			Reason string `json:"reason"`
-		}
-		if err := bindJSON(c, &in); err != nil {
+	reason, err := rejectionReason(c)
+	if err != nil {
+		if jsonCaller(c) || apperr.Code(err) == apperr.EUNSUPPORTED {
 			return err
 		}
-		reason = in.Reason
-	} else {
-		reason = c.FormValue("reason")
+		return s.approvalFormError(c, id, err)
 	}
 	a, p, err := s.props.RejectApproval(c.Request().Context(), principal(c), id, reason)
 	return s.resolved(c, id, a, p, err)

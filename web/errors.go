@@ -14,15 +14,16 @@ import (
 )
 
 var codeStatus = map[string]int{
-	apperr.EINVALID:   http.StatusUnprocessableEntity,
-	apperr.EBADREQ:    http.StatusBadRequest,
-	apperr.EUNAUTH:    http.StatusUnauthorized,
-	apperr.EFORBIDDEN: http.StatusForbidden,
-	apperr.ENOTFOUND:  http.StatusNotFound,
-	apperr.ECONFLICT:  http.StatusConflict,
-	apperr.EGONE:      http.StatusGone,
-	apperr.ERATELIMIT: http.StatusTooManyRequests,
-	apperr.EINTERNAL:  http.StatusInternalServerError,
+	apperr.EINVALID:     http.StatusUnprocessableEntity,
+	apperr.EBADREQ:      http.StatusBadRequest,
+	apperr.EUNAUTH:      http.StatusUnauthorized,
+	apperr.EFORBIDDEN:   http.StatusForbidden,
+	apperr.ENOTFOUND:    http.StatusNotFound,
+	apperr.ECONFLICT:    http.StatusConflict,
+	apperr.EGONE:        http.StatusGone,
+	apperr.ERATELIMIT:   http.StatusTooManyRequests,
+	apperr.EUNSUPPORTED: http.StatusUnsupportedMediaType,
+	apperr.EINTERNAL:    http.StatusInternalServerError,
 }
 
 var statusCode = map[int]string{

@@ -97,7 +97,7 @@ func (s *Server) renderCard(c echo.Context, id uuid.UUID, p proposals.Proposal, 
 		return render(c, http.StatusOK, views.ProposalCardView(s.toCard(p)))
 	}
 	code := apperr.Code(err)
-	if code != apperr.EINVALID && code != apperr.ECONFLICT {
+	if code != apperr.EINVALID && code != apperr.ECONFLICT && code != apperr.EFORBIDDEN {
 		return err
 	}
 	cur, gerr := s.props.Get(c.Request().Context(), principal(c), id)
@@ -109,7 +109,31 @@ func (s *Server) renderCard(c echo.Context, id uuid.UUID, p proposals.Proposal, 
 	if tool, ok := s.props.Tool(cur.Tool); ok && code == apperr.EINVALID && hasArgumentFields(form) {
 		card.Fields = formFieldsFromInput(tool, form, err)
 	}
-	return render(c, http.StatusUnprocessableEntity, views.ProposalCardView(card))
+	status := map[string]int{apperr.EINVALID: http.StatusUnprocessableEntity, apperr.ECONFLICT: http.StatusConflict, apperr.EFORBIDDEN: http.StatusForbidden}[code]
+	return render(c, status, views.ProposalCardView(card))
+}
+
+// decisionLines are a call's decisions in sentences: when proposed, and at
+// the moment of effect once it got there.
+func decisionLines(proposed, effect *policy.Decision) []views.DecisionLine {
+	var out []views.DecisionLine
+	for _, d := range []struct {
+		when string
+		d    *policy.Decision
+	}{{"proposed", proposed}, {"at-effect", effect}} {
+		if d.d == nil {
+			continue
+		}
+		line := views.DecisionLine{When: d.when, State: string(d.d.State)}
+		for _, l := range d.d.Layers {
+			if l.State == d.d.State {
+				line.Reason = l.Reason // the strictest layer, first of equals
+				break
+			}
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
@@ -125,8 +149,9 @@ func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
 		Notebook: p.Scope.Kind == proposals.ScopeNotebook,
 	}
 	if p.Packet != nil {
-		card.Summary = p.Packet.Summary
+		card.Summary, card.ApproverRole = p.Packet.Summary, p.Packet.ApproverRole
 	}
+	card.Decisions = decisionLines(p.Decision, p.EffectDecision)
 	if d := p.Decision; d != nil && (p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval) {
 		card.HumanOnly = d.State == policy.StateHumanOnly
 		for _, l := range d.Layers {

@@ -149,6 +149,13 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 				s.log.Info("approvals expired", "count", len(ids))
 			}
 		case <-slow.C:
+			if s.props != nil {
+				if n, err := s.props.Reconcile(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("reconciling approvals", "err", err)
+				} else if n > 0 {
+					s.log.Warn("reconciled approval packets and calls that disagreed", "count", n)
+				}
+			}
 			for what, del := range map[string]func(context.Context) (int64, error){
 				"sessions": s.q.DeleteExpiredSessions, "idempotency keys": s.q.DeleteExpiredIdempotencyKeys,
 				"rate counters": s.q.DeleteExpiredRateCounters,

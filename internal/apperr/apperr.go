@@ -18,7 +18,9 @@ const (
 	ECONFLICT  = "conflict"
 	EGONE      = "gone"
 	ERATELIMIT = "rate_limited"
-	EINTERNAL  = "internal"
+	// EUNSUPPORTED is a body in a media type the endpoint does not take (415).
+	EUNSUPPORTED = "unsupported_media_type"
+	EINTERNAL    = "internal"
 )
 
 // FieldError names one invalid input field.

@@ -250,11 +250,16 @@ func ClassLayer(c Call, classes *ClassRegistry) Verdict {
 }
 
 // ConstraintLayer turns allowed into allowed_with_constraints when any
-// constraint applies. It returns only those two states, so combined by
-// Strictest it can never loosen another layer.
+// constraint applies. A requires_witness constraint defers the call: only
+// the approval path can bring two approvers. It never returns anything
+// looser than allowed, so combined by Strictest it cannot loosen another
+// layer.
 func ConstraintLayer(c Call) Verdict {
 	if len(c.Constraints) == 0 {
 		return Verdict{LayerConstraints, StateAllowed, "No constraints apply."}
+	}
+	if slices.Contains(c.Constraints, ConstraintRequiresWitness) {
+		return Verdict{LayerConstraints, StateDeferred, "The call requires a witness: two approvers other than the proposer and the owner."}
 	}
 	return Verdict{LayerConstraints, StateAllowedWithConstraints, "The call runs under constraints: " + strings.Join(c.Constraints, ", ") + "."}
 }
@@ -267,6 +272,9 @@ type Decision struct {
 	Disposition string    `json:"disposition"`
 	Layers      []Verdict `json:"layers"`
 	Constraints []string  `json:"constraints"`
+	// ActionClass is the class the call was decided as (computed from the
+	// arguments it was decided on).
+	ActionClass string `json:"action_class,omitempty"`
 }
 
 // Decide runs the scope, contract, risk, class and constraint layers in
@@ -294,6 +302,7 @@ func Decide(c Call, classes *ClassRegistry) Decision {
 		Disposition: dispositionOf(c, state),
 		Layers:      layers,
 		Constraints: slices.Clone(c.Constraints),
+		ActionClass: c.ActionClass,
 	}
 }
 

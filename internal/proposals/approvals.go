@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,11 +54,18 @@ type Approval struct {
 	ProposerEmail           string
 	ProposerID              uuid.UUID
 	Decision                *policy.Decision
-	ProposalStatus          string
-	Result                  json.RawMessage
-	Error                   string
-	Voters                  []uuid.UUID
-	Similar                 []Similar
+	// EffectDecision is the decision taken when the call last reached
+	// effect (an owner's confirm that escalated it, or this approval).
+	EffectDecision *policy.Decision
+	// ProposedArguments is what the agent proposed, when the owner edited
+	// the call before it reached an approver (Arguments is what will run).
+	ProposedArguments json.RawMessage
+	OwnerID           uuid.UUID
+	ProposalStatus    string
+	Result            json.RawMessage
+	Error             string
+	Voters            []uuid.UUID
+	Similar           []Similar
 }
 
 // Similar is an earlier call of the same tool, for the approver's history.
@@ -114,7 +122,7 @@ func (s *Service) openPacket(ctx context.Context, q *db.Queries, p auth.Principa
 		witness = witness || c.Kind == policy.ConstraintRequiresWitness
 	}
 	role := tool.Contract.Gating.ApproverRole
-	if role != string(auth.RoleAdmin) {
+	if role == "" {
 		role = string(auth.RoleApprover)
 	}
 	a, err := q.InsertApproval(ctx, db.InsertApprovalParams{WorkspaceID: p.WorkspaceID, ProposalID: proposalID,
@@ -140,23 +148,48 @@ func notifyApprovals(ctx context.Context, q *db.Queries, ws uuid.UUID) error {
 	return nil
 }
 
-// canResolve says whether p may resolve packets for this role.
+// canResolve says whether p may resolve packets that wait for role, from
+// the roles the request authenticated with (see auth.Principal.MayResolve).
 func canResolve(p auth.Principal, role string) error {
 	if p.IsAgent() {
 		return apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot resolve approvals; a person with the approver role does.")
 	}
-	if !p.CanApprove() || (role == string(auth.RoleAdmin) && !p.IsAdmin()) {
-		return apperr.Errorf(apperr.EFORBIDDEN, "This approval needs the %s role.", role)
+	if !p.MayResolve(role) {
+		return apperr.Errorf(apperr.EFORBIDDEN, "This approval waits for the %s role, which you do not hold.", role)
 	}
 	return nil
 }
 
+// mayOpenQueue says whether p resolves any packets at all.
+func mayOpenQueue(p auth.Principal) error {
+	if p.IsAgent() {
+		return apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot resolve approvals; a person with the approver role does.")
+	}
+	if !p.CanApprove() && len(p.ApproverRoles) == 0 {
+		return apperr.Errorf(apperr.EFORBIDDEN, "The approvals queue is for approvers.")
+	}
+	return nil
+}
+
+// resolvableRoles are the packet roles p may resolve: the queue shows each
+// approver only those.
+func resolvableRoles(p auth.Principal) []string {
+	var roles []string
+	for _, r := range []string{string(auth.RoleApprover), string(auth.RoleAdmin)} {
+		if p.MayResolve(r) {
+			roles = append(roles, r)
+		}
+	}
+	return append(roles, p.ApproverRoles...)
+}
+
 // Approvals is the queue of the caller's workspace.
 func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFilter) ([]Approval, error) {
-	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+	if err := mayOpenQueue(p); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListApprovals(ctx, db.ListApprovalsParams{WorkspaceID: p.WorkspaceID, Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
+	rows, err := s.q.ListApprovals(ctx, db.ListApprovalsParams{WorkspaceID: p.WorkspaceID, Roles: resolvableRoles(p),
+		Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
 	if err != nil {
 		return nil, fmt.Errorf("proposals: list approvals: %w", err)
 	}
@@ -175,7 +208,7 @@ func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFil
 // Approval is one packet with everything an approver needs: the call,
 // every decision layer's reason, who voted, and similar earlier calls.
 func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) (Approval, error) {
-	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+	if err := mayOpenQueue(p); err != nil {
 		return Approval{}, err
 	}
 	r, err := s.q.GetApprovalDetail(ctx, db.GetApprovalDetailParams{ID: id, WorkspaceID: p.WorkspaceID})
@@ -188,9 +221,18 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 	a := approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
 		RequiresWitness: r.RequiresWitness, Status: r.Status, Constraints: r.Constraints, RejectionReason: r.RejectionReason,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt})
+	if !p.MayResolve(r.ApproverRole) {
+		return Approval{}, ErrApprovalNotFound // the queue shows each approver only what they may resolve
+	}
 	a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
 	a.Scope, a.ProposedBy, a.ProposerEmail, a.ProposerID = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail, r.ProposedByUserID
 	a.Decision, a.ProposalStatus, a.Result, a.Error = decodeDecision(r.Decision), r.ProposalStatus, r.Result, r.Error.String
+	a.EffectDecision, a.OwnerID = decodeDecision(r.EffectDecision), r.OwnerID
+	if len(r.AppliedArguments) > 0 {
+		// The owner edited the call before it needed an approver: the
+		// approver judges what will run, beside what the agent proposed.
+		a.ProposedArguments, a.Arguments = r.Arguments, r.AppliedArguments
+	}
 	if a.Voters, err = s.q.ListApprovalVoters(ctx, id); err != nil {
 		return Approval{}, fmt.Errorf("proposals: approval votes: %w", err)
 	}
@@ -204,13 +246,22 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 	return a, nil
 }
 
-// Approve resolves a packet: it runs the exact call that was approved,
-// through the shared Apply, once — whatever the number of concurrent
-// approvers (the others get 409). An expired packet is 410 and runs
-// nothing. Nobody approves their own proposal; a packet that requires a
-// witness runs on the second distinct approver. Constraints attached here
-// are checked when the call runs.
+// Approve records p's approval of a packet and, once the packet has the
+// approvals it needs, runs the exact call that was approved, through the
+// effect-time decision every path shares, once — whatever the number of
+// concurrent approvers (the others get 409). It is one atomic outcome: the
+// vote, the packet's resolution and the call's claim (for an in-database
+// tool, its result too) commit together, so a packet is never approved
+// while its call waits. An expired packet is 410 and runs nothing. Nobody
+// approves their own proposal; a packet that requires a witness (declared,
+// or asked for by an approver's requires_witness) runs on the second
+// distinct approver other than the proposer and the owner. Constraints
+// attached by every approver are checked when the call runs; a call that
+// breaks one ends failed with the reason, its packet approved.
 func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, constraints []policy.Constraint) (Approval, Proposal, error) {
+	if constraints == nil {
+		constraints = []policy.Constraint{}
+	}
 	var fields []apperr.FieldError
 	for i, c := range constraints {
 		if err := c.Validate(); err != nil {
@@ -218,7 +269,11 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		}
 	}
 	if len(fields) > 0 {
-		return Approval{}, Proposal{}, apperr.Invalid("Some constraints are not valid.", fields...)
+		return Approval{}, Proposal{}, apperr.Invalid("Some constraints are not valid: "+fields[0].Message+".", fields...)
+	}
+	mine, err := json.Marshal(constraints)
+	if err != nil {
+		return Approval{}, Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -230,19 +285,41 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 	if err != nil {
 		return Approval{}, Proposal{}, err
 	}
-	if _, err := q.AddApprovalVote(ctx, db.AddApprovalVoteParams{ApprovalID: id, UserID: p.UserID}); err != nil {
+	// The decision is taken again before anything is recorded: a call that
+	// has become human-only or blocked is refused, and the packet stays.
+	ec, err := s.atEffect(ctx, q, p, prop, nil, policy.PathApproval)
+	if err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if ec.outcome != policy.OutcomeRun {
+		_, err := s.refuseAtEffect(ctx, tx, q, p, ec, policy.PathApproval, aboveCeiling(ec, policy.PathApproval))
+		return Approval{}, Proposal{}, err
+	}
+	if _, err := q.AddApprovalVote(ctx, db.AddApprovalVoteParams{ApprovalID: id, UserID: p.UserID, Constraints: mine}); err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: vote: %w", err)
 	}
-	voters, err := q.ListApprovalVoters(ctx, id)
+	votes, err := q.ListApprovalVotes(ctx, id)
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: votes: %w", err)
 	}
-	tool, ok := s.tools.Get(prop.Tool)
-	if !ok {
-		return Approval{}, Proposal{}, apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", prop.Tool)
+	voters, approvers, attached, err := tallyVotes(votes, prop)
+	if err != nil {
+		return Approval{}, Proposal{}, err
 	}
-	if a.RequiresWitness && len(voters) < 2 {
-		if err := s.audit(ctx, q, p, tool, "approval.witnessed", "approval", id.String(), map[string]any{"proposal_id": prop.ID}); err != nil {
+	witness := a.RequiresWitness || slices.ContainsFunc(attached, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness }) ||
+		slices.ContainsFunc(ec.d.constraints, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness })
+	if witness && len(approvers) < 2 {
+		if !a.RequiresWitness {
+			if err := q.RequireWitness(ctx, id); err != nil {
+				return Approval{}, Proposal{}, fmt.Errorf("proposals: require witness: %w", err)
+			}
+			a.RequiresWitness = true
+		}
+		if err := s.audit(ctx, q, p, ec.tool, "approval.witnessed", "approval", id.String(), map[string]any{
+			"proposal_id": prop.ID, "constraints": constraints, "approvers": len(approvers)}); err != nil {
+			return Approval{}, Proposal{}, err
+		}
+		if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
 			return Approval{}, Proposal{}, err
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -252,7 +329,7 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		out.Voters = voters
 		return out, fromRow(prop), nil
 	}
-	cs, err := json.Marshal(append([]policy.Constraint{}, constraints...))
+	cs, err := json.Marshal(attached)
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
 	}
@@ -264,29 +341,67 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: resolve approval: %w", err)
 	}
-	if len(constraints) > 0 {
+	if len(attached) > 0 {
 		if err := q.AddProposalConstraints(ctx, db.AddProposalConstraintsParams{ID: prop.ID, Constraints: cs}); err != nil {
 			return Approval{}, Proposal{}, fmt.Errorf("proposals: attach constraints: %w", err)
 		}
+		ec.stored = append(ec.stored, attached...)
+		prop.Constraints, _ = json.Marshal(ec.stored)
+		ec.cur = prop
 	}
-	if err := s.audit(ctx, q, p, tool, "approval.approved", "approval", id.String(), map[string]any{
-		"proposal_id": prop.ID, "constraints": constraints, "voters": voters}); err != nil {
+	if err := s.audit(ctx, q, p, ec.tool, "approval.approved", "approval", id.String(), map[string]any{
+		"proposal_id": prop.ID, "constraints": attached, "voters": voters}); err != nil {
 		return Approval{}, Proposal{}, err
 	}
 	if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
 		return Approval{}, Proposal{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Approval{}, Proposal{}, fmt.Errorf("proposals: commit approval: %w", err)
-	}
-	names := make([]string, len(voters))
-	for i, v := range voters {
-		names[i] = v.String()
-	}
-	ran, err := s.apply(ctx, p, prop.ID, nil, PathApproval, names...)
 	out := approvalFrom(resolved)
 	out.Voters = voters
+	claimed, err := s.claim(ctx, tx, q, p, ec, policy.PathApproval)
+	if err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	names := make([]string, len(approvers))
+	for i, v := range approvers {
+		names[i] = v.String()
+	}
+	if cerr := s.checkConstraints(ctx, q, p, ec.tool, ec.args, ec.d, ec.stored, names); cerr != nil {
+		if apperr.Code(cerr) != apperr.EFORBIDDEN {
+			return Approval{}, Proposal{}, cerr
+		}
+		// Approved, but the call breaks a constraint now: it ends failed
+		// with the reason, in the same transaction as the approval.
+		row, err := s.finish(ctx, q, p, claimed, ec.tool, PathApproval, nil, apperr.Message(cerr), false)
+		if err != nil {
+			return Approval{}, Proposal{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Approval{}, Proposal{}, fmt.Errorf("proposals: commit approval: %w", err)
+		}
+		return out, fromRow(row), nil
+	}
+	ran, err := s.run(ctx, tx, q, p, claimed, ec.tool, ec.args, ec.d.ws, PathApproval, allConstraints(ec.d, ec.stored))
 	return out, ran, err
+}
+
+// tallyVotes reads the votes: every voter, the approvers who count for a
+// witness (not the proposer, not the scope's owner), and the constraints
+// every voter attached.
+func tallyVotes(votes []db.ListApprovalVotesRow, prop db.Proposal) (voters, approvers []uuid.UUID, attached []policy.Constraint, err error) {
+	attached = []policy.Constraint{}
+	for _, v := range votes {
+		voters = append(voters, v.UserID)
+		if v.UserID != prop.ProposedByUserID && v.UserID != prop.OwnerID {
+			approvers = append(approvers, v.UserID)
+		}
+		var cs []policy.Constraint
+		if err := json.Unmarshal(v.Constraints, &cs); err != nil {
+			return nil, nil, nil, fmt.Errorf("proposals: decode vote constraints: %w", err)
+		}
+		attached = append(attached, cs...)
+	}
+	return voters, approvers, attached, nil
 }
 
 // Reject resolves a packet with a reason the agent reads on its proposal.
@@ -340,10 +455,10 @@ func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.
 // own proposal, still pending, not expired (an expired packet is marked so
 // and answers 410).
 func (s *Service) resolvable(ctx context.Context, q *db.Queries, p auth.Principal, id uuid.UUID) (db.Approval, db.Proposal, error) {
-	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+	if err := mayOpenQueue(p); err != nil {
 		return db.Approval{}, db.Proposal{}, err
 	}
-	a, err := q.GetApproval(ctx, db.GetApprovalParams{ID: id, WorkspaceID: p.WorkspaceID})
+	a, err := q.GetApprovalForUpdate(ctx, db.GetApprovalForUpdateParams{ID: id, WorkspaceID: p.WorkspaceID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return db.Approval{}, db.Proposal{}, ErrApprovalNotFound
 	}
@@ -353,7 +468,18 @@ func (s *Service) resolvable(ctx context.Context, q *db.Queries, p auth.Principa
 	if err := canResolve(p, a.ApproverRole); err != nil {
 		return db.Approval{}, db.Proposal{}, err
 	}
-	prop, err := q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: a.ProposalID, WorkspaceID: p.WorkspaceID})
+	if !isWorkspaceRole(a.ApproverRole) {
+		// A named role is read again from the rows, in this transaction: one
+		// revoked a moment ago no longer resolves a packet.
+		held, err := q.HoldsApproverRole(ctx, db.HoldsApproverRoleParams{WorkspaceID: p.WorkspaceID, UserID: p.UserID, Role: a.ApproverRole})
+		if err != nil {
+			return db.Approval{}, db.Proposal{}, fmt.Errorf("proposals: read approver role: %w", err)
+		}
+		if !held {
+			return db.Approval{}, db.Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "This approval waits for the %s role, which you do not hold.", a.ApproverRole)
+		}
+	}
+	prop, err := q.GetProposalInWorkspaceForUpdate(ctx, db.GetProposalInWorkspaceForUpdateParams{ID: a.ProposalID, WorkspaceID: p.WorkspaceID})
 	if err != nil {
 		return db.Approval{}, db.Proposal{}, fmt.Errorf("proposals: get proposal: %w", err)
 	}
@@ -367,6 +493,10 @@ func (s *Service) resolvable(ctx context.Context, q *db.Queries, p auth.Principa
 		return db.Approval{}, db.Proposal{}, resolvedError(a)
 	}
 	return a, prop, nil
+}
+
+func isWorkspaceRole(role string) bool {
+	return role == string(auth.RoleApprover) || role == string(auth.RoleAdmin)
 }
 
 // notResolvable explains a lost race: another approver resolved it first,
@@ -416,6 +546,58 @@ func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
 		}
 	}
 	return ids, nil
+}
+
+// Reconcile settles packets and proposals that disagree, which a crash
+// between two steps of an older version could leave behind (approving is
+// one transaction now): an approved packet whose call never started fails
+// the call (it is never run on its own); a rejected or expired packet's
+// waiting call follows it; a packet still pending whose call was resolved
+// otherwise follows the call. Each settlement is audited. The sweeper runs
+// it; it returns how many pairs it settled.
+func (s *Service) Reconcile(ctx context.Context) (int, error) {
+	n := 0
+	notified := map[uuid.UUID]bool{}
+	settle := func(ws uuid.UUID, subjectType, subject, how string, data map[string]any) error {
+		n++
+		data["settled"] = how
+		if err := audit.Record(ctx, s.q, auth.Principal{}, ws, "approval.reconciled", subjectType, subject, data); err != nil {
+			return err
+		}
+		if !notified[ws] {
+			notified[ws] = true
+			return notifyApprovals(ctx, s.q, ws)
+		}
+		return nil
+	}
+	approved, err := s.q.ReconcileApprovedButNotRun(ctx)
+	if err != nil {
+		return n, fmt.Errorf("proposals: reconcile approved packets: %w", err)
+	}
+	for _, r := range approved {
+		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), "failed: approved but never started", map[string]any{"approval_id": r.ApprovalID}); err != nil {
+			return n, err
+		}
+	}
+	closed, err := s.q.ReconcileRejectedOrExpired(ctx)
+	if err != nil {
+		return n, fmt.Errorf("proposals: reconcile closed packets: %w", err)
+	}
+	for _, r := range closed {
+		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), r.ApprovalStatus+" like its packet", map[string]any{"approval_id": r.ApprovalID}); err != nil {
+			return n, err
+		}
+	}
+	orphans, err := s.q.ReconcileOrphanedPackets(ctx)
+	if err != nil {
+		return n, fmt.Errorf("proposals: reconcile orphaned packets: %w", err)
+	}
+	for _, r := range orphans {
+		if err := settle(r.WorkspaceID, "approval", r.ID.String(), "packet follows its call, which is "+r.ProposalStatus, map[string]any{"proposal_id": r.ProposalID}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func approvalFrom(a db.Approval) Approval {

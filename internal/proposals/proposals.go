@@ -96,7 +96,10 @@ type Proposal struct {
 	Risk        policy.Risk
 	ActionClass string
 	Decision    *policy.Decision
-	DryRun      bool
+	// EffectDecision is the decision taken again at the moment of effect,
+	// on what was to run: the one that counted (nil until then).
+	EffectDecision *policy.Decision
+	DryRun         bool
 	// Packet is the approval packet of a deferred call.
 	Packet          *Packet
 	Status          string
@@ -112,10 +115,11 @@ type Proposal struct {
 
 // Packet is what a proposal shows of its approval packet.
 type Packet struct {
-	ID        uuid.UUID
-	Summary   string
-	Status    string
-	ExpiresAt time.Time
+	ID           uuid.UUID
+	Summary      string
+	Status       string
+	ExpiresAt    time.Time
+	ApproverRole string
 }
 
 // Input is a proposed call as the caller sent it.
@@ -255,14 +259,15 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
 	}
+	// The automatic path's decision is its effect-time decision: taken in
+	// this transaction, from the rows as they are now.
+	outcome := policy.AtEffect(policy.PathAuto, d.State, d.State)
 	status := StatusPending
-	switch {
-	case d.State == policy.StateDeferred:
+	switch outcome {
+	case policy.OutcomeEscalate:
 		status = StatusPendingApproval
-	case d.auto():
-		// The automatic path claims the call as it records it: the decision
-		// was just taken from the rows in this transaction, and the claim
-		// commits before the tool runs, as on every path.
+	case policy.OutcomeRun:
+		// The automatic path claims the call as it records it.
 		status = StatusApplying
 	}
 	kind := "user"
@@ -278,7 +283,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status,
 	}
 	if status == StatusApplying {
-		params.ApplyPath, params.ResolvedByUserID = nullText(PathAuto), nullUUID(p.UserID)
+		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
 	}
 	switch scope.Kind {
 	case ScopeConversation:
@@ -299,7 +304,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		if err != nil {
 			return Proposal{}, err
 		}
-		packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt}
+		packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
 		auditData["approval_id"] = a.ID
 	}
 	if err := s.touchScope(ctx, q, p, scope, row.ID, tool.Name); err != nil {
@@ -307,6 +312,11 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	}
 	if err := s.audit(ctx, q, p, tool, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
 		return Proposal{}, err
+	}
+	if outcome == policy.OutcomeRun {
+		// In-database tools run here and commit with the record: done, or
+		// not started. Outside tools commit the claim, then run.
+		return s.run(ctx, tx, q, p, row, tool, args, d.ws, PathAuto, d.constraints)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
@@ -317,12 +327,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		// it cannot run it.
 		return fromRow(row), refusal(d, row.ID)
 	}
-	if !d.auto() {
-		out := fromRow(row)
-		out.Packet = packet
-		return out, nil
-	}
-	return s.execute(ctx, p, row, tool, args, PathAuto, policy.DryRun(d.constraints))
+	out := fromRow(row)
+	out.Packet = packet
+	return out, nil
 }
 
 // touchScope marks the scope as active; a conversation also gets the tool
@@ -350,7 +357,7 @@ func (s *Service) Apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if p.IsAgent() {
 		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot approve proposals; the owner of the conversation or notebook does.")
 	}
-	return s.apply(ctx, p, id, edited, PathHuman)
+	return s.apply(ctx, p, id, edited, policy.PathOwner)
 }
 
 // Perform records that the owner performed a human-only action (a payment)
@@ -366,176 +373,65 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 	if cur.Decision == nil || cur.Decision.State != policy.StateHumanOnly {
 		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "This is not a human-only action; approve or reject it instead.")
 	}
-	return s.apply(ctx, p, id, nil, PathPerformed)
+	return s.apply(ctx, p, id, nil, policy.PathPerformed)
 }
 
-// apply is the path to effect for a person's decision (the owner's
-// confirm, an approver's packet, the principal's own performance): re-check
-// authority and the decision, claim (pending → applying: one winner),
-// execute, record the result and the audit row. The automatic path claims
-// as Propose records the call, in the transaction that decided it, and then
-// shares execute. Either way the claim commits before the tool runs, so a
-// crash in between leaves the proposal "applying" for a person to review,
-// never silently run twice.
-//
-// On the approval path the actor is an approver, not the owner: the
-// proposal is found in the workspace, the scope's row is read as its
-// owner's, and approvers are the distinct people who approved.
-func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path string, approvers ...string) (Proposal, error) {
+// apply is the path to effect of the owner's confirm (Apply, Run) and of
+// the principal's own performance: in one transaction it locks the
+// proposal, decides the call again on what will run (policy.AtEffect), and
+// then runs it (claim, execute, record), opens an approval packet for it
+// when it now needs an approver, or refuses it with the new decision. See
+// effect.go.
+func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path policy.Path) (Proposal, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	var cur db.Proposal
-	if path == PathApproval {
-		cur, err = q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: id, WorkspaceID: p.WorkspaceID})
-	} else {
-		cur, err = q.GetProposal(ctx, db.GetProposalParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-	}
+	cur, err := q.GetProposalForUpdate(ctx, db.GetProposalForUpdateParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Proposal{}, ErrNotFound
 	}
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
 	}
-	tool, ok := s.tools.Get(cur.Tool)
-	if !ok {
-		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", cur.Tool)
-	}
-	args := cur.Arguments
-	if len(edited) > 0 {
-		if args, err = compact(edited); err != nil {
-			return Proposal{}, err
-		}
-		if err := tool.ValidateArguments(args); err != nil {
-			return Proposal{}, err
-		}
-	}
-	// The decision is taken again from the rows as they are now: a call that
-	// has become human_only or blocked, or breaks a constraint, does not run.
-	owner := p
-	owner.UserID = cur.OwnerID
-	d, err := s.decide(ctx, q, owner, scopeOf(cur), tool, args)
-	if err != nil {
-		return Proposal{}, err
-	}
-	if d.State == policy.StateBlocked || (d.State == policy.StateHumanOnly && path != PathPerformed) {
-		return Proposal{}, refusal(d, id)
-	}
-	var stored []policy.Constraint
-	if err := json.Unmarshal(cur.Constraints, &stored); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: decode constraints: %w", err)
-	}
-	if err := s.checkConstraints(ctx, q, p, tool, args, d, stored, approvers); err != nil {
-		return Proposal{}, err
-	}
-	var appliedArgs []byte
-	if !sameJSON(args, cur.Arguments) {
-		appliedArgs = args
-	}
-	storedPath, from := path, StatusPending
-	switch path {
-	case PathPerformed:
-		storedPath = PathHuman
-	case PathApproval:
-		from = StatusPendingApproval
-	}
-	claimed, err := q.ClaimProposal(ctx, db.ClaimProposalParams{
-		ID: id, AppliedArguments: appliedArgs, ResolvedByUserID: nullUUID(p.UserID), ApplyPath: pgtype.Text{String: storedPath, Valid: true},
-		FromStatus: from,
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		tx.Rollback(ctx) // free the connection before reading through the pool
+	if cur.Status != StatusPending {
+		tx.Rollback(ctx)
 		return Proposal{}, s.notPending(ctx, p, id)
 	}
+	ec, err := s.atEffect(ctx, q, p, cur, edited, path)
 	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: claim: %w", err)
-	}
-	if appliedArgs != nil {
-		if err := s.audit(ctx, q, p, tool, "proposal.edited", "proposal", id.String(), map[string]any{
-			"before": json.RawMessage(cur.Arguments), "after": json.RawMessage(appliedArgs),
-		}); err != nil {
-			return Proposal{}, err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit claim: %w", err)
-	}
-	return s.execute(ctx, p, claimed, tool, args, path, policy.DryRun(stored))
-}
-
-// execute runs the tool and records the outcome in one transaction.
-func (s *Service) execute(ctx context.Context, p auth.Principal, claimed db.Proposal, tool *tools.Tool, args json.RawMessage, path string, dryRun bool) (Proposal, error) {
-	if dryRun {
-		// dry_run_only: the executor does not run; the result says so.
-		b, err := json.Marshal(map[string]any{"dry_run": true, "tool": tool.Name, "arguments": args,
-			"note": "Not executed: a dry_run_only constraint applies."})
-		if err != nil {
-			return Proposal{}, fmt.Errorf("proposals: encode dry run: %w", err)
-		}
-		return s.finish(ctx, s.q, nil, p, claimed, tool, path, b, "", true)
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: begin execute: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	q := s.q.WithTx(tx)
-	result, execErr := tool.Execute(ctx, q, p.WorkspaceID, args)
-	var safe *apperr.Error
-	if execErr != nil && !errors.As(execErr, &safe) {
-		// An internal failure: nothing the tool did commits. Record the
-		// failure in a fresh transaction so the proposal is not stuck.
-		tx.Rollback(ctx)
-		s.log.Error("tool failed", "tool", tool.Name, "proposal_id", claimed.ID, "err", execErr)
-		return s.finish(ctx, s.q, nil, p, claimed, tool, path, nil, "Internal error while running the tool.", false)
-	}
-	if execErr != nil {
-		// A failure the caller may see (a missing record, say): roll back the
-		// tool's work, keep the outcome.
-		tx.Rollback(ctx)
-		return s.finish(ctx, s.q, nil, p, claimed, tool, path, nil, safe.Message, false)
-	}
-	b, err := json.Marshal(result)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: encode result: %w", err)
-	}
-	return s.finish(ctx, q, tx, p, claimed, tool, path, redact(b, claimed.Constraints), "", false)
-}
-
-// finish moves applying → applied or failed and writes the audit row; with a
-// nil tx it runs in its own transaction.
-func (s *Service) finish(ctx context.Context, q *db.Queries, tx pgx.Tx, p auth.Principal, claimed db.Proposal, tool *tools.Tool, path string, result []byte, failure string, dryRun bool) (Proposal, error) {
-	if tx == nil {
-		var err error
-		if tx, err = s.pool.Begin(ctx); err != nil {
-			return Proposal{}, fmt.Errorf("proposals: begin finish: %w", err)
-		}
-		defer tx.Rollback(ctx)
-		q = s.q.WithTx(tx)
-	}
-	status, action, data := StatusApplied, "proposal.applied", map[string]any{"path": path, "tool": claimed.Tool}
-	if failure != "" {
-		status, action = StatusFailed, "proposal.failed"
-		data["error"] = failure
-	}
-	if dryRun {
-		data["dry_run"] = true
-	}
-	row, err := q.FinishProposal(ctx, db.FinishProposalParams{ID: claimed.ID, Status: status, Result: result,
-		Error: pgtype.Text{String: failure, Valid: failure != ""}, DryRun: dryRun})
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: finish: %w", err)
-	}
-	if err := s.audit(ctx, q, p, tool, action, "proposal", claimed.ID.String(), data); err != nil {
 		return Proposal{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
+	switch ec.outcome {
+	case policy.OutcomeRun:
+	case policy.OutcomeEscalate:
+		return s.escalate(ctx, tx, q, p, ec)
+	default:
+		return s.refuseAtEffect(ctx, tx, q, p, ec, path, aboveCeiling(ec, path))
 	}
-	return fromRow(row), nil
+	cs := allConstraints(ec.d, ec.stored)
+	if err := s.checkConstraints(ctx, q, p, ec.tool, ec.args, ec.d, ec.stored, nil); err != nil {
+		if apperr.Code(err) != apperr.EFORBIDDEN {
+			return Proposal{}, err
+		}
+		return s.refuseAtEffect(ctx, tx, q, p, ec, path, err)
+	}
+	claimed, err := s.claim(ctx, tx, q, p, ec, path)
+	if err != nil {
+		return Proposal{}, err
+	}
+	return s.run(ctx, tx, q, p, claimed, ec.tool, ec.args, ec.d.ws, auditPath(path), cs)
+}
+
+// auditPath names a path in audit rows, as before paths had a type: the
+// owner's confirm is "human".
+func auditPath(path policy.Path) string {
+	if path == policy.PathOwner {
+		return PathHuman
+	}
+	return string(path)
 }
 
 // notPending explains why a proposal could not be claimed or rejected.
@@ -608,7 +504,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Prop
 			return Proposal{}, fmt.Errorf("proposals: get approval: %w", err)
 		}
 		if err == nil {
-			out.Packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt}
+			out.Packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
 		}
 	}
 	return out, nil
@@ -695,7 +591,7 @@ func fromRow(r db.Proposal) Proposal {
 		Arguments: r.Arguments, AppliedArguments: r.AppliedArguments, Rationale: r.Rationale,
 		PermissionMode: policy.PermissionMode(r.PermissionMode.String), TrustLevel: policy.TrustLevel(r.TrustLevel.String),
 		Disposition: r.Disposition, Authority: policy.Authority(r.Authority.String), Risk: policy.Risk(r.Risk.String),
-		ActionClass: r.ActionClass.String, Decision: decodeDecision(r.Decision), DryRun: r.DryRun,
+		ActionClass: r.ActionClass.String, Decision: decodeDecision(r.Decision), EffectDecision: decodeDecision(r.EffectDecision), DryRun: r.DryRun,
 		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
 		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ClaimedAt: r.ClaimedAt, ResolvedAt: r.ResolvedAt,
 	}

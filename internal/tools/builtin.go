@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,12 @@ func Builtin(opts ...Option) (*Registry, error) {
 	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal})
 	if err != nil {
 		return nil, fmt.Errorf("tools: classes: %w", err)
+	}
+	email := emailTool()
+	if o.mailer != nil {
+		// With a mail server the effect is outside the database: delivered
+		// with no transaction open, then recorded.
+		email.Execute, email.Deliver, email.Timeout = nil, sendEmail(o.mailer), smtpTimeout+time.Second
 	}
 	return NewRegistry(classes,
 		Tool{
@@ -87,23 +94,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 					"shown for this tool in every conversation mode, is the human gate."}},
 			Execute: deleteRecord,
 		},
-		Tool{
-			Name: "email.send", Effect: policy.EffectMutate,
-			Description: "Send an email. It is written to the workspace outbox, from which mail is delivered.",
-			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["to", "subject", "body"],
-				"properties": {"to": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "maxLength": 254, "description": "The recipient's email address"},
-					"subject": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The subject line"},
-					"body": {"type": "string", "minLength": 1, "maxLength": 20000, "description": "The message, as plain text"}}}`),
-			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh,
-				Classify: classifyEmail, ActionClasses: []string{ClassEmailInternal, ClassEmailExternal},
-				Idempotency: Idempotency{Required: true},
-				RateLimits:  RateLimits{PerAgentPerMinute: 10, PerWorkspacePerHour: 100, PerWorkspacePerDay: 500},
-				Facts:       func(a map[string]any) policy.Facts { return policy.Facts{Recipients: []string{stringArg(a, "to")}} },
-				Summarize: func(a map[string]any) string {
-					return fmt.Sprintf("Send email to %s: %s", stringArg(a, "to"), stringArg(a, "subject"))
-				}},
-			Execute: sendEmail(o.mailer),
-		},
+		email,
 		Tool{
 			Name: "webhook.post", Effect: policy.EffectMutate,
 			Description: "POST a JSON payload to a webhook URL on the workspace's allowlist. Any answer but 2xx fails the call.",
@@ -116,7 +107,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 				WorkspaceConstraints: webhookConstraints,
 				Facts:                func(a map[string]any) policy.Facts { return policy.Facts{URLs: []string{stringArg(a, "url")}} },
 				Summarize:            func(a map[string]any) string { return "POST a webhook to " + stringArg(a, "url") }},
-			Execute: postWebhook(newWebhookClient()),
+			Deliver: postWebhook(newWebhookClient()), Timeout: webhookTimeout + time.Second,
 		},
 		Tool{
 			Name: "records.bulk_delete", Effect: policy.EffectDestructive,
@@ -151,6 +142,28 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Execute: recordPayment,
 		},
 	)
+}
+
+// emailTool is email.send's declaration; without a mail server it holds
+// mail in the workspace outbox.
+func emailTool() Tool {
+	return Tool{
+		Name: "email.send", Effect: policy.EffectMutate,
+		Description: "Send an email. It is written to the workspace outbox, from which mail is delivered.",
+		Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["to", "subject", "body"],
+			"properties": {"to": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "maxLength": 254, "description": "The recipient's email address"},
+				"subject": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The subject line"},
+				"body": {"type": "string", "minLength": 1, "maxLength": 20000, "description": "The message, as plain text"}}}`),
+		Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh,
+			Classify: classifyEmail, ActionClasses: []string{ClassEmailInternal, ClassEmailExternal},
+			Idempotency: Idempotency{Required: true},
+			RateLimits:  RateLimits{PerAgentPerMinute: 10, PerWorkspacePerHour: 100, PerWorkspacePerDay: 500},
+			Facts:       func(a map[string]any) policy.Facts { return policy.Facts{Recipients: []string{stringArg(a, "to")}} },
+			Summarize: func(a map[string]any) string {
+				return fmt.Sprintf("Send email to %s: %s", stringArg(a, "to"), stringArg(a, "subject"))
+			}},
+		Execute: holdEmail,
+	}
 }
 
 // recordView is how a record appears in a tool result.

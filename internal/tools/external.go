@@ -107,29 +107,41 @@ func amountFacts(args map[string]any) policy.Facts {
 	return policy.Facts{Amount: &amount}
 }
 
-// sendEmail runs email.send. The mail is written to the workspace outbox, not
-// delivered: SMTP delivery is out of the gateway's scope, and whatever sends
-// mail reads the outbox. The outbox row commits with the call's result.
-func sendEmail(mailer Mailer) Executor {
-	return func(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
-		a, err := decode[struct {
-			To      string `json:"to"`
-			Subject string `json:"subject"`
-			Body    string `json:"body"`
-		}](args)
+// holdEmail runs email.send without a mail server: the message is held in
+// the workspace outbox (shown at /admin/outbox), an effect in the database.
+func holdEmail(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
+	a, err := decode[emailArgs](args)
+	if err != nil {
+		return nil, err
+	}
+	return recordEmail(a, "outbox")(ctx, q, ws)
+}
+
+// sendEmail runs email.send with a mail server: the message is delivered
+// with no transaction open, then recorded in the outbox with the call's
+// result. A crash in between leaves the call "applying" for a person to
+// review; it is never sent twice on its own.
+func sendEmail(mailer Mailer) Deliverer {
+	return func(ctx context.Context, _ Workspace, args json.RawMessage) (Recorder, error) {
+		a, err := decode[emailArgs](args)
 		if err != nil {
 			return nil, err
 		}
-		deliveredTo := "outbox"
-		if mailer != nil {
-			// Delivered before the record commits: a failed commit can leave
-			// a sent message unrecorded; the required idempotency key keeps
-			// a retry from sending it twice.
-			if err := mailer.Send(ctx, a.To, a.Subject, a.Body); err != nil {
-				return nil, apperr.Errorf(apperr.EINVALID, "The mail server did not take the message: %s.", sanitizeSMTP(err))
-			}
-			deliveredTo = "smtp"
+		if err := mailer.Send(ctx, a.To, a.Subject, a.Body); err != nil {
+			return nil, apperr.Errorf(apperr.EINVALID, "The mail server did not take the message: %s.", sanitizeSMTP(err))
 		}
+		return recordEmail(a, "smtp"), nil
+	}
+}
+
+type emailArgs struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Body    string `json:"body"`
+}
+
+func recordEmail(a emailArgs, deliveredTo string) Recorder {
+	return func(ctx context.Context, q *db.Queries, ws uuid.UUID) (any, error) {
 		row, err := q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: ws, Kind: "email", Recipient: a.To,
 			Subject: pgtype.Text{String: a.Subject, Valid: true}, Body: a.Body})
 		if err != nil {
@@ -156,17 +168,17 @@ func newWebhookClient() *http.Client {
 	}
 }
 
-// postWebhook runs webhook.post with client: it POSTs the payload as JSON and
-// records the delivery and its status in the workspace outbox. Anything but
-// a 2xx answer fails the call, and nothing is recorded (the caller rolls the
-// transaction back). The request leaves before the result commits, so a
-// failed commit can leave a delivery unrecorded; the required idempotency
-// key keeps a retry from being a second call.
+// postWebhook runs webhook.post with client: it POSTs the payload as JSON,
+// with no transaction open, and then records the delivery and its status
+// in the workspace outbox with the call's result. Anything but a 2xx answer
+// fails the call, and nothing is recorded. A crash between the delivery and
+// its record leaves the call "applying" for a person to review.
 //
-// The workspace's allowlist is checked here again, against the row as it is
-// now, so no path to this executor can post to a host off the allowlist.
-func postWebhook(client *http.Client) Executor {
-	return func(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
+// The workspace's allowlist, as the effect-time decision read it, is
+// checked here again, so no path to this deliverer can post to a host off
+// the allowlist.
+func postWebhook(client *http.Client) Deliverer {
+	return func(ctx context.Context, ws Workspace, args json.RawMessage) (Recorder, error) {
 		a, err := decode[struct {
 			URL     string          `json:"url"`
 			Payload json.RawMessage `json:"payload"`
@@ -174,11 +186,7 @@ func postWebhook(client *http.Client) Executor {
 		if err != nil {
 			return nil, err
 		}
-		wsRow, err := q.GetWorkspace(ctx, ws)
-		if err != nil {
-			return nil, fmt.Errorf("tools: read workspace: %w", err)
-		}
-		err = policy.Check(webhookConstraints(Workspace{WebhookAllowlist: wsRow.WebhookAllowlist}), policy.Facts{URLs: []string{a.URL}})
+		err = policy.Check(webhookConstraints(ws), policy.Facts{URLs: []string{a.URL}})
 		var v *policy.Violation
 		if errors.As(err, &v) {
 			return nil, apperr.Errorf(apperr.EFORBIDDEN, "The webhook was not sent: %s.", v.Error())
@@ -202,12 +210,14 @@ func postWebhook(client *http.Client) Executor {
 		if resp.StatusCode < 200 || resp.StatusCode > 299 {
 			return nil, apperr.Errorf(apperr.EINVALID, "The webhook at %s answered %s, so the call failed.", a.URL, resp.Status)
 		}
-		row, err := q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: ws, Kind: "webhook", Recipient: a.URL,
-			Body: string(a.Payload), ResponseStatus: pgtype.Int4{Int32: int32(resp.StatusCode), Valid: true}})
-		if err != nil {
-			return nil, fmt.Errorf("tools: record webhook: %w", err)
-		}
-		return map[string]any{"status": resp.StatusCode, "outbox_id": row.ID}, nil
+		return func(ctx context.Context, q *db.Queries, ws uuid.UUID) (any, error) {
+			row, err := q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: ws, Kind: "webhook", Recipient: a.URL,
+				Body: string(a.Payload), ResponseStatus: pgtype.Int4{Int32: int32(resp.StatusCode), Valid: true}})
+			if err != nil {
+				return nil, fmt.Errorf("tools: record webhook: %w", err)
+			}
+			return map[string]any{"status": resp.StatusCode, "outbox_id": row.ID}, nil
+		}, nil
 	}
 }
 

@@ -75,7 +75,7 @@ func run(t *testing.T, pool *pgxpool.Pool, tool *tools.Tool, ws uuid.UUID, args 
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	result, err := tool.Execute(ctx, db.New(tx), ws, json.RawMessage(args))
+	result, err := tool.Run(ctx, db.New(tx), ws, json.RawMessage(args))
 	if err != nil {
 		return nil, err
 	}

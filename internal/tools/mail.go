@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// smtpTimeout bounds one SMTP delivery when the mailer names no timeout.
+const smtpTimeout = 15 * time.Second
+
 // Mailer delivers email.send's messages. Without one, mail is held in the
 // workspace outbox.
 type Mailer interface {
@@ -33,7 +36,7 @@ type SMTPMailer struct {
 func (m SMTPMailer) Send(ctx context.Context, to, subject, body string) error {
 	timeout := m.Timeout
 	if timeout == 0 {
-		timeout = 15 * time.Second
+		timeout = smtpTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

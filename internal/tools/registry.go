@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -19,11 +20,27 @@ import (
 	"github.com/gatehouse/gatehouse/internal/policy"
 )
 
-// Executor runs a tool with validated arguments inside the transaction that
-// records its result, so an effect on the workspace's own store and its
-// record commit together. It returns a JSON-marshalable result, or an
-// *apperr.Error that the caller may see (the call then counts as failed).
+// Executor runs a tool whose effect lives in Gatehouse's own database, with
+// validated arguments, inside the transaction that claims the call and
+// records its result: a crash leaves it done or not started. It returns a
+// JSON-marshalable result, or an *apperr.Error that the caller may see (the
+// call then counts as failed).
 type Executor func(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, args json.RawMessage) (any, error)
+
+// Deliverer performs a tool's effect outside Gatehouse's database (SMTP, a
+// webhook, an upstream server). It runs after the call's claim has
+// committed, with no database transaction open (a slow receiver never holds
+// a pooled connection), under the tool's timeout; ws is the workspace as the
+// effect-time decision read it. The Recorder it returns writes what was
+// delivered in the transaction that records the result. Errors are as an
+// Executor's.
+type Deliverer func(ctx context.Context, ws Workspace, args json.RawMessage) (Recorder, error)
+
+// Recorder records a delivery and returns the call's result.
+type Recorder func(ctx context.Context, q *db.Queries, workspaceID uuid.UUID) (any, error)
+
+// DefaultDeliverTimeout bounds a delivery whose tool names no timeout.
+const DefaultDeliverTimeout = 30 * time.Second
 
 // Tool is one declaration.
 type Tool struct {
@@ -33,9 +50,51 @@ type Tool struct {
 	// Schema is the JSON Schema of the arguments.
 	Schema   json.RawMessage
 	Contract Contract
-	Execute  Executor
+	// Exactly one of Execute (an effect in Gatehouse's database) and
+	// Deliver (an effect outside it) is set.
+	Execute Executor
+	Deliver Deliverer
+	// Timeout bounds Deliver; DefaultDeliverTimeout when zero.
+	Timeout time.Duration
 
 	compiled *jsonschema.Schema
+}
+
+// Outside reports whether the tool's effect is outside Gatehouse's
+// database, so it runs with no transaction open.
+func (t *Tool) Outside() bool { return t.Deliver != nil }
+
+// DeliverTimeout is how long one delivery may take.
+func (t *Tool) DeliverTimeout() time.Duration {
+	if t.Timeout > 0 {
+		return t.Timeout
+	}
+	return DefaultDeliverTimeout
+}
+
+// Run runs the tool start to finish with q: an in-database tool in q's
+// transaction; an outside one delivered, then recorded with q. The
+// proposals service keeps the two apart so that no transaction is open
+// while an outside effect runs; Run is for callers that need not.
+func (t *Tool) Run(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, args json.RawMessage) (any, error) {
+	if !t.Outside() {
+		return t.Execute(ctx, q, workspaceID, args)
+	}
+	row, err := q.GetWorkspace(ctx, workspaceID)
+	if err != nil {
+		return nil, fmt.Errorf("tools: read workspace: %w", err)
+	}
+	record, err := t.Deliver(ctx, WorkspaceOf(row), args)
+	if err != nil {
+		return nil, err
+	}
+	return record(ctx, q, workspaceID)
+}
+
+// WorkspaceOf is what classification, constraints and deliveries read of a
+// workspace row.
+func WorkspaceOf(row db.Workspace) Workspace {
+	return Workspace{InternalDomains: row.InternalDomains, WebhookAllowlist: row.WebhookAllowlist, AutoApproveHighRisk: row.AutoApproveHighRisk}
 }
 
 // Registry holds the declarations by name, and the action classes they
@@ -60,8 +119,8 @@ func NewRegistry(classes *policy.ClassRegistry, decls ...Tool) (*Registry, error
 		default:
 			return nil, fmt.Errorf("tools: %s has unknown effect %q", d.Name, d.Effect)
 		}
-		if d.Execute == nil {
-			return nil, fmt.Errorf("tools: %s has no executor", d.Name)
+		if (d.Execute == nil) == (d.Deliver == nil) {
+			return nil, fmt.Errorf("tools: %s needs exactly one of an executor (an effect in the database) and a deliverer (an effect outside it)", d.Name)
 		}
 		if err := d.settle(classes); err != nil {
 			return nil, err
