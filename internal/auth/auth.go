@@ -98,6 +98,11 @@ func (p Principal) MayResolve(role string) bool {
 // IsAdmin reports whether the caller administers the workspace.
 func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
 
+// AuditIdentity is who acted, for the audit log (audit.Actor).
+func (p Principal) AuditIdentity() (userID, tokenID uuid.UUID, agent bool) {
+	return p.UserID, p.TokenID, p.IsAgent()
+}
+
 // Service is the auth service.
 type Service struct {
 	pool   *pgxpool.Pool
