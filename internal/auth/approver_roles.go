@@ -90,22 +90,26 @@ func (s *Service) changeApproverRole(ctx context.Context, actor Principal, email
 	}
 	role, roleErr := ParseApproverRole(role)
 	email, emailErr := NormalizeEmail(email)
-	if err := joinInvalid(roleErr, emailErr); err != nil {
-		return err
-	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("auth: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	m, err := q.GetMemberByEmail(ctx, db.GetMemberByEmailParams{WorkspaceID: actor.WorkspaceID, Email: email})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apperr.Invalid(fmt.Sprintf("No member of this workspace has the email %s.", email),
-			apperr.FieldError{Field: "email", Message: "no member of this workspace has this email"})
+	// The email is looked up even when the role is wrong, so a form names
+	// every field at fault at once.
+	var m db.GetMemberByEmailRow
+	if emailErr == nil {
+		m, err = q.GetMemberByEmail(ctx, db.GetMemberByEmailParams{WorkspaceID: actor.WorkspaceID, Email: email})
+		if errors.Is(err, pgx.ErrNoRows) {
+			emailErr = apperr.Invalid(fmt.Sprintf("No member of this workspace has the email %s.", email),
+				apperr.FieldError{Field: "email", Message: "no member of this workspace has this email"})
+		} else if err != nil {
+			return fmt.Errorf("auth: get member: %w", err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("auth: get member: %w", err)
+	if err := joinInvalid(roleErr, emailErr); err != nil {
+		return err
 	}
 	action := "approver_role.granted"
 	if grant {

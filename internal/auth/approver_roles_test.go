@@ -187,6 +187,7 @@ func TestApproverRoles_BadNamesAndUnknownEmailsNameTheField(t *testing.T) {
 		{"unknown email", "nobody@example.com", "finance-approver", []string{"email"}},
 		{"member of another workspace", "stranger@example.com", "finance-approver", []string{"email"}},
 		{"both wrong", "not an email", "Admin!", []string{"role", "email"}},
+		{"bad role, unknown email", "nobody@example.com", "admin", []string{"role", "email"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
