@@ -56,7 +56,8 @@ func (q *Queries) CreateAPIToken(ctx context.Context, arg CreateAPITokenParams) 
 }
 
 const lookupAPIToken = `-- name: LookupAPIToken :one
-SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, u.email, m.role
+SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, u.email, m.role,
+       ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM api_tokens t
 JOIN users u ON u.id = t.user_id
 JOIN workspace_members m ON m.workspace_id = t.workspace_id AND m.user_id = t.user_id
@@ -64,16 +65,18 @@ WHERE t.token_hash = $1 AND t.revoked_at IS NULL
 `
 
 type LookupAPITokenRow struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
-	UserID      uuid.UUID
-	Kind        string
-	Name        string
-	Email       string
-	Role        string
+	ID            uuid.UUID
+	WorkspaceID   uuid.UUID
+	UserID        uuid.UUID
+	Kind          string
+	Name          string
+	Email         string
+	Role          string
+	ApproverRoles []string
 }
 
-// Resolves a live token to its owner and the owner's role in the token's workspace.
+// Resolves a live token to its owner, the owner's role in the token's
+// workspace and the named approver roles they hold there.
 func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupAPITokenRow, error) {
 	row := q.db.QueryRow(ctx, lookupAPIToken, tokenHash)
 	var i LookupAPITokenRow
@@ -85,6 +88,7 @@ func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupA
 		&i.Name,
 		&i.Email,
 		&i.Role,
+		&i.ApproverRoles,
 	)
 	return i, err
 }

@@ -59,8 +59,35 @@ func (q *Queries) CreateUser(ctx context.Context, arg CreateUserParams) (User, e
 	return i, err
 }
 
+const getMemberByEmail = `-- name: GetMemberByEmail :one
+SELECT u.id AS user_id, u.email, m.role
+FROM workspace_members m JOIN users u ON u.id = m.user_id
+WHERE m.workspace_id = $1 AND u.email = $2
+`
+
+type GetMemberByEmailParams struct {
+	WorkspaceID uuid.UUID
+	Email       string
+}
+
+type GetMemberByEmailRow struct {
+	UserID uuid.UUID
+	Email  string
+	Role   string
+}
+
+// A member of the workspace by email; no row when the email is unknown or
+// its user is not a member there.
+func (q *Queries) GetMemberByEmail(ctx context.Context, arg GetMemberByEmailParams) (GetMemberByEmailRow, error) {
+	row := q.db.QueryRow(ctx, getMemberByEmail, arg.WorkspaceID, arg.Email)
+	var i GetMemberByEmailRow
+	err := row.Scan(&i.UserID, &i.Email, &i.Role)
+	return i, err
+}
+
 const getMembership = `-- name: GetMembership :one
-SELECT u.id AS user_id, u.email, m.workspace_id, m.role
+SELECT u.id AS user_id, u.email, m.workspace_id, m.role,
+       ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM workspace_members m JOIN users u ON u.id = m.user_id
 WHERE m.user_id = $1
 ORDER BY m.created_at
@@ -68,12 +95,14 @@ LIMIT 1
 `
 
 type GetMembershipRow struct {
-	UserID      uuid.UUID
-	Email       string
-	WorkspaceID uuid.UUID
-	Role        string
+	UserID        uuid.UUID
+	Email         string
+	WorkspaceID   uuid.UUID
+	Role          string
+	ApproverRoles []string
 }
 
+// The user's first workspace, their role and their named approver roles there.
 func (q *Queries) GetMembership(ctx context.Context, userID uuid.UUID) (GetMembershipRow, error) {
 	row := q.db.QueryRow(ctx, getMembership, userID)
 	var i GetMembershipRow
@@ -82,6 +111,7 @@ func (q *Queries) GetMembership(ctx context.Context, userID uuid.UUID) (GetMembe
 		&i.Email,
 		&i.WorkspaceID,
 		&i.Role,
+		&i.ApproverRoles,
 	)
 	return i, err
 }
@@ -119,17 +149,19 @@ func (q *Queries) GetUserByEmail(ctx context.Context, email string) (User, error
 }
 
 const listMembers = `-- name: ListMembers :many
-SELECT u.id AS user_id, u.email, m.role, m.created_at
+SELECT u.id AS user_id, u.email, m.role, m.created_at,
+       ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM workspace_members m JOIN users u ON u.id = m.user_id
 WHERE m.workspace_id = $1
 ORDER BY u.email
 `
 
 type ListMembersRow struct {
-	UserID    uuid.UUID
-	Email     string
-	Role      string
-	CreatedAt time.Time
+	UserID        uuid.UUID
+	Email         string
+	Role          string
+	CreatedAt     time.Time
+	ApproverRoles []string
 }
 
 func (q *Queries) ListMembers(ctx context.Context, workspaceID uuid.UUID) ([]ListMembersRow, error) {
@@ -146,6 +178,7 @@ func (q *Queries) ListMembers(ctx context.Context, workspaceID uuid.UUID) ([]Lis
 			&i.Email,
 			&i.Role,
 			&i.CreatedAt,
+			&i.ApproverRoles,
 		); err != nil {
 			return nil, err
 		}

@@ -4,8 +4,10 @@ VALUES ($1, $2, $3, $4, $5)
 RETURNING id, workspace_id, user_id, kind, name, created_at;
 
 -- name: LookupAPIToken :one
--- Resolves a live token to its owner and the owner's role in the token's workspace.
-SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, u.email, m.role
+-- Resolves a live token to its owner, the owner's role in the token's
+-- workspace and the named approver roles they hold there.
+SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, u.email, m.role,
+       ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM api_tokens t
 JOIN users u ON u.id = t.user_id
 JOIN workspace_members m ON m.workspace_id = t.workspace_id AND m.user_id = t.user_id

@@ -11,7 +11,9 @@ SELECT * FROM users WHERE id = $1;
 INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, $3);
 
 -- name: GetMembership :one
-SELECT u.id AS user_id, u.email, m.workspace_id, m.role
+-- The user's first workspace, their role and their named approver roles there.
+SELECT u.id AS user_id, u.email, m.workspace_id, m.role,
+       ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM workspace_members m JOIN users u ON u.id = m.user_id
 WHERE m.user_id = $1
 ORDER BY m.created_at
@@ -21,10 +23,18 @@ LIMIT 1;
 SELECT count(*) FROM workspace_members WHERE workspace_id = $1 AND role = 'admin';
 
 -- name: ListMembers :many
-SELECT u.id AS user_id, u.email, m.role, m.created_at
+SELECT u.id AS user_id, u.email, m.role, m.created_at,
+       ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM workspace_members m JOIN users u ON u.id = m.user_id
 WHERE m.workspace_id = $1
 ORDER BY u.email;
+
+-- name: GetMemberByEmail :one
+-- A member of the workspace by email; no row when the email is unknown or
+-- its user is not a member there.
+SELECT u.id AS user_id, u.email, m.role
+FROM workspace_members m JOIN users u ON u.id = m.user_id
+WHERE m.workspace_id = $1 AND u.email = $2;
 
 -- name: LockFirstAdmin :exec
 -- Serialises first-start admin creation across instances, for one transaction.

@@ -20,6 +20,9 @@ type ShellUser struct {
 	Email      string
 	Role       string
 	CanApprove bool
+	// CanResolve shows the approvals queue: approvers, admins and holders
+	// of a named approver role.
+	CanResolve bool
 }
 
 // hxHeaders makes htmx send the CSRF token with every request.
@@ -34,7 +37,8 @@ const htmxConfig = `{"includeIndicatorStyles":false,"responseHandling":[{"code":
 
 // Member is one row of the admin members list.
 type Member struct {
-	Email string
-	Role  string
-	Since string
+	Email         string
+	Role          string
+	Since         string
+	ApproverRoles []string
 }

@@ -162,3 +162,18 @@ func fieldError(err error, field string) string {
 	}
 	return ""
 }
+
+// fieldErrors is the message for each field the error names (the first
+// when it names one twice).
+func fieldErrors(err error) map[string]string {
+	out := map[string]string{}
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		for _, f := range ae.Fields {
+			if out[f.Field] == "" {
+				out[f.Field] = f.Message
+			}
+		}
+	}
+	return out
+}

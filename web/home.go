@@ -17,17 +17,25 @@ func (s *Server) homePage(c echo.Context) error {
 	return render(c, http.StatusOK, views.HomePage(s.shell(c, "Home", ""), views.HomeView{WorkspaceName: ws.Name}))
 }
 
-// adminPage handles "GET /admin".
+// adminPage handles "GET /admin" (approvers and admins).
 func (s *Server) adminPage(c echo.Context) error {
-	rows, err := s.q.ListMembers(c.Request().Context(), principal(c).WorkspaceID)
+	return s.renderAdmin(c, http.StatusOK, views.AdminView{})
+}
+
+// renderAdmin renders the admin page: the members as they are now around
+// the forms' state in v.
+func (s *Server) renderAdmin(c echo.Context, status int, v views.AdminView) error {
+	p := principal(c)
+	members, err := s.auth.Members(c.Request().Context(), p.WorkspaceID)
 	if err != nil {
 		return err
 	}
-	members := make([]views.Member, len(rows))
-	for i, r := range rows {
-		members[i] = views.Member{Email: r.Email, Role: r.Role, Since: r.CreatedAt.Format("2006-01-02")}
+	v.Members = make([]views.Member, len(members))
+	for i, m := range members {
+		v.Members[i] = views.Member{Email: m.Email, Role: string(m.Role), Since: m.Since.Format("2006-01-02"), ApproverRoles: m.ApproverRoles}
 	}
-	return render(c, http.StatusOK, views.AdminPage(s.shell(c, "Admin", "admin"), members))
+	v.CanManageRoles = p.IsAdmin() && !p.IsAgent()
+	return render(c, status, views.AdminPage(s.shell(c, "Admin", "admin"), v))
 }
 
 // healthz handles "GET /healthz": the process is up.

@@ -123,6 +123,17 @@ func (s *Server) requireApprover(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// requireResolver admits whoever may resolve some approval packets:
+// approvers, admins and holders of a named approver role.
+func (s *Server) requireResolver(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !principal(c).CanResolveSome() {
+			return apperr.Errorf(apperr.EFORBIDDEN, "This page is for approvers, admins and holders of an approver role.")
+		}
+		return next(c)
+	}
+}
+
 // requireToken authenticates API callers by bearer token.
 func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -170,7 +181,7 @@ func (s *Server) shell(c echo.Context, title, nav string) views.Shell {
 	sh := views.Shell{Title: title, Nav: nav}
 	sh.CSRF, _ = c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
 	if p, ok := c.Get(principalKey).(auth.Principal); ok && p.TokenKind == "" {
-		sh.User = &views.ShellUser{Email: p.Email, Role: string(p.Role), CanApprove: p.CanApprove()}
+		sh.User = &views.ShellUser{Email: p.Email, Role: string(p.Role), CanApprove: p.CanApprove(), CanResolve: p.CanResolveSome()}
 	}
 	return sh
 }

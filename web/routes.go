@@ -112,15 +112,19 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/settings", s.settingsPage, approver...)
 	e.GET("/admin/outbox", s.outboxPage, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)
-	// The approvals queue: the session's approver, or an approver's user
-	// token for its JSON.
-	approverOrToken := []echo.MiddlewareFunc{s.bearerOr(signedIn), s.requireApprover}
-	e.GET("/admin/approvals", s.approvalsQueue, approverOrToken...)
-	e.GET("/admin/approvals/events", s.streamEvents, approver...)
-	e.POST("/admin/approvals/bulk", s.bulkApprovals, approver...)
+	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)
+	e.POST("/admin/approver-roles/revoke", s.revokeApproverRole, approver...)
+	// The approvals queue: approvers, admins and holders of a named
+	// approver role (the service shows each the packets they may resolve),
+	// in a session, or with a user token for its JSON.
+	resolver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireResolver})
+	resolverOrToken := []echo.MiddlewareFunc{s.bearerOr(signedIn), s.requireResolver}
+	e.GET("/admin/approvals", s.approvalsQueue, resolverOrToken...)
+	e.GET("/admin/approvals/events", s.streamEvents, resolver...)
+	e.POST("/admin/approvals/bulk", s.bulkApprovals, resolver...)
 	e.POST("/admin/proposals/:id/settle", s.settleStuck, approver...)
-	e.GET("/admin/approvals/:id", s.approvalDetail, approverOrToken...)
-	e.POST("/admin/approvals/:id/approve", s.approveApproval, approverOrToken...)
-	e.POST("/admin/approvals/:id/reject", s.rejectApproval, approverOrToken...)
+	e.GET("/admin/approvals/:id", s.approvalDetail, resolverOrToken...)
+	e.POST("/admin/approvals/:id/approve", s.approveApproval, resolverOrToken...)
+	e.POST("/admin/approvals/:id/reject", s.rejectApproval, resolverOrToken...)
 	return e
 }

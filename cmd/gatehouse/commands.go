@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 )
@@ -109,8 +110,11 @@ func migrateCommand(ctx context.Context, args []string, getenv func(string) stri
 }
 
 func userCommand(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "role" {
+		return userRoleCommand(ctx, args[1:], getenv, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "create" {
-		return usageError("user needs create")
+		return usageError("user needs create or role")
 	}
 	var email, role string
 	cfg, err := loadConfig("user create", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
@@ -143,6 +147,77 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 		fmt.Fprintf(stdout, "created %s user %s (%s)\n", r, strings.ToLower(email), id)
 		return nil
 	})
+}
+
+// userRoleCommand is "user role grant|revoke|list": the named approver
+// roles (finance-approver…) that members of the default workspace hold.
+// The command line acts as the workspace's system, and is audited so.
+func userRoleCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "grant" && args[0] != "revoke" && args[0] != "list") {
+		return usageError("user role needs grant, revoke or list")
+	}
+	action := args[0]
+	var email, role string
+	cfg, err := loadConfig("user role "+action, args[1:], getenv, stderr, func(fs *flag.FlagSet) {
+		if action != "list" {
+			fs.StringVar(&email, "email", "", "the member's email")
+			fs.StringVar(&role, "role", "", "the named approver role, such as finance-approver")
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if action != "list" {
+		if email == "" || role == "" {
+			return usageError("user role " + action + " needs --email and --role")
+		}
+		if email, err = auth.NormalizeEmail(email); err != nil {
+			return usageError("--email must be an email address")
+		}
+		if role, err = auth.ParseApproverRole(role); err != nil {
+			return usageError("--role " + fieldMessage(err, "role"))
+		}
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		ws, err := a.EnsureDefaultWorkspace(ctx)
+		if err != nil {
+			return err
+		}
+		switch action {
+		case "grant":
+			if err := a.GrantApproverRole(ctx, auth.System(ws), email, role); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "granted %s to %s\n", role, email)
+		case "revoke":
+			if err := a.RevokeApproverRole(ctx, auth.System(ws), email, role); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "revoked %s from %s\n", role, email)
+		default:
+			holders, err := a.ApproverRoles(ctx, ws)
+			if err != nil {
+				return err
+			}
+			for _, h := range holders {
+				fmt.Fprintf(stdout, "%s\t%s\n", h.Role, h.Email)
+			}
+		}
+		return nil
+	})
+}
+
+// fieldMessage is what a validation error says about one field.
+func fieldMessage(err error, field string) string {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		for _, f := range ae.Fields {
+			if f.Field == field {
+				return f.Message
+			}
+		}
+	}
+	return apperr.Message(err)
 }
 
 // readPassword reads one line from stdin; on a terminal it prompts and

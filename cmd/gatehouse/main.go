@@ -64,6 +64,9 @@ Commands:
   migrate up|down|version    apply, roll back one, or show migrations
   user create --email E --role member|approver|admin
                              add a user; the password is read from stdin
+  user role grant|revoke --email E --role R
+                             give or take a named approver role (finance-approver)
+  user role list             print each named approver role and its holder
   token create --email E --kind agent|user --name N
                              print a new API token (shown once)
   token revoke --id ID       revoke an API token

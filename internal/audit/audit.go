@@ -11,22 +11,31 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gatehouse/gatehouse/db"
-	"github.com/gatehouse/gatehouse/internal/auth"
 )
 
-// Actor returns the actor columns for a principal; a zero principal is the system.
-func actor(p auth.Principal) (kind string, user, token uuid.NullUUID) {
+// Actor is whoever acted; auth.Principal is one. It is an interface, not
+// auth.Principal itself, so that auth can audit its own changes (approver
+// roles) without an import cycle.
+type Actor interface {
+	// AuditIdentity returns the acting user and token (uuid.Nil when there
+	// is none) and whether an agent acted. No user means the system.
+	AuditIdentity() (userID, tokenID uuid.UUID, agent bool)
+}
+
+// actor returns the actor columns for a principal; a zero principal is the system.
+func actor(p Actor) (kind string, user, token uuid.NullUUID) {
+	userID, tokenID, agent := p.AuditIdentity()
 	switch {
-	case p.UserID == uuid.Nil:
+	case userID == uuid.Nil:
 		return "system", user, token
-	case p.IsAgent():
+	case agent:
 		kind = "agent"
 	default:
 		kind = "user"
 	}
-	user = uuid.NullUUID{UUID: p.UserID, Valid: true}
-	if p.TokenID != uuid.Nil {
-		token = uuid.NullUUID{UUID: p.TokenID, Valid: true}
+	user = uuid.NullUUID{UUID: userID, Valid: true}
+	if tokenID != uuid.Nil {
+		token = uuid.NullUUID{UUID: tokenID, Valid: true}
 	}
 	return kind, user, token
 }
@@ -36,13 +45,13 @@ func actor(p auth.Principal) (kind string, user, token uuid.NullUUID) {
 const DefaultRetention = 365 * 24 * time.Hour
 
 // Record writes one audit row, kept for DefaultRetention.
-func Record(ctx context.Context, q *db.Queries, p auth.Principal, workspaceID uuid.UUID, action, subjectType, subjectID string, data map[string]any) error {
+func Record(ctx context.Context, q *db.Queries, p Actor, workspaceID uuid.UUID, action, subjectType, subjectID string, data map[string]any) error {
 	return RecordRetained(ctx, q, p, workspaceID, DefaultRetention, action, subjectType, subjectID, data)
 }
 
 // RecordRetained writes one audit row kept for the given time (a tool
 // call's rows are kept as long as its contract says).
-func RecordRetained(ctx context.Context, q *db.Queries, p auth.Principal, workspaceID uuid.UUID, keep time.Duration, action, subjectType, subjectID string, data map[string]any) error {
+func RecordRetained(ctx context.Context, q *db.Queries, p Actor, workspaceID uuid.UUID, keep time.Duration, action, subjectType, subjectID string, data map[string]any) error {
 	kind, user, token := actor(p)
 	if data == nil {
 		data = map[string]any{}

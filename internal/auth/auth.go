@@ -98,6 +98,25 @@ func (p Principal) MayResolve(role string) bool {
 // IsAdmin reports whether the caller administers the workspace.
 func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
 
+// CanResolveSome reports whether the caller may reach the approvals queue:
+// their workspace role lets them approve, or they hold a named approver
+// role (the queue then shows them the packets they may resolve).
+func (p Principal) CanResolveSome() bool { return p.CanApprove() || len(p.ApproverRoles) > 0 }
+
+// System is the principal of the command line and of background work in a
+// workspace: no user and no token. It is audited as "system".
+func System(workspaceID uuid.UUID) Principal { return Principal{WorkspaceID: workspaceID} }
+
+// IsSystem reports whether the caller is the system of a workspace (see System).
+func (p Principal) IsSystem() bool {
+	return p.UserID == uuid.Nil && p.TokenID == uuid.Nil && p.WorkspaceID != uuid.Nil
+}
+
+// AuditIdentity is who acted, for the audit log (audit.Actor).
+func (p Principal) AuditIdentity() (userID, tokenID uuid.UUID, agent bool) {
+	return p.UserID, p.TokenID, p.IsAgent()
+}
+
 // Service is the auth service.
 type Service struct {
 	pool   *pgxpool.Pool
@@ -206,7 +225,7 @@ func (s *Service) PrincipalForUser(ctx context.Context, userID uuid.UUID) (Princ
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: membership: %w", err)
 	}
-	return Principal{UserID: m.UserID, Email: m.Email, WorkspaceID: m.WorkspaceID, Role: Role(m.Role)}, nil
+	return Principal{UserID: m.UserID, Email: m.Email, WorkspaceID: m.WorkspaceID, Role: Role(m.Role), ApproverRoles: m.ApproverRoles}, nil
 }
 
 // EnsureAdmin creates the first admin when the workspace has none. With an
@@ -301,7 +320,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	_ = s.q.TouchAPIToken(ctx, row.ID)
 	return Principal{
 		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
-		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name,
+		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, ApproverRoles: row.ApproverRoles,
 	}, nil
 }
 
