@@ -20,6 +20,10 @@ test: ensure-postgres ## run every test (race detector on) against a real Postgr
 e2e: ensure-postgres ensure-chromium ## run the browser tests in headless Chromium
 	$(GO) test -race -count=1 -tags e2e -run 'Browser' ./...
 
+.PHONY: soak
+soak: ensure-postgres ## crash suite: SIGKILL a real server during concurrent tool calls, then check (SOAK_ROUNDS=5 SOAK_CONCURRENCY=200)
+	$(GO) test -tags soak -run Soak -count=1 -v -timeout 30m ./cmd/gatehouse
+
 .PHONY: bench
 bench: ensure-postgres ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./...
