@@ -165,7 +165,7 @@ func mayOpenQueue(p auth.Principal) error {
 	if p.IsAgent() {
 		return apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot resolve approvals; a person with the approver role does.")
 	}
-	if !p.CanApprove() && len(p.ApproverRoles) == 0 {
+	if !p.CanResolveSome() {
 		return apperr.Errorf(apperr.EFORBIDDEN, "The approvals queue is for approvers.")
 	}
 	return nil
@@ -652,8 +652,11 @@ const StuckAfter = 5 * time.Minute
 // claim and the result), for approvers to review. They are never re-run on
 // their own: whether the tool took effect is a person's call.
 func (s *Service) Stuck(ctx context.Context, p auth.Principal) ([]Proposal, error) {
-	if err := canResolve(p, string(auth.RoleApprover)); err != nil {
+	if err := mayOpenQueue(p); err != nil {
 		return nil, err
+	}
+	if !p.CanApprove() {
+		return nil, nil // holders of a named role alone see their packets, not the workspace's stuck calls
 	}
 	rows, err := s.q.ListStuckProposals(ctx, db.ListStuckProposalsParams{WorkspaceID: p.WorkspaceID, ClaimedAt: ptr(time.Now().Add(-StuckAfter))})
 	if err != nil {
