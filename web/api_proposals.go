@@ -45,6 +45,10 @@ type proposalJSON struct {
 	ApproverRole     string           `json:"approver_role,omitempty"`
 	Summary          string           `json:"summary,omitempty"`
 	TTLSeconds       *int             `json:"ttl_seconds,omitempty"`
+	// OutcomeUnknown marks a call that was claimed but whose outcome was
+	// never recorded (its request died): it is under review, never re-run.
+	OutcomeUnknown bool   `json:"outcome_unknown,omitempty"`
+	Note           string `json:"note,omitempty"`
 	CreatedAt        string           `json:"created_at"`
 }
 
@@ -75,9 +79,10 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 	return out
 }
 
-// proposalStatus is 202 for a call that waits for a person, 200 otherwise.
+// proposalStatus is 202 for a call that waits for a person or has not
+// finished, 200 otherwise.
 func proposalStatus(p proposals.Proposal) int {
-	if p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval {
+	if p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval || p.Status == proposals.StatusApplying {
 		return http.StatusAccepted
 	}
 	return http.StatusOK
@@ -146,7 +151,12 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		// The request that held the key died after recording the call: its
 		// real state, never a second run.
 		c.Response().Header().Set("Idempotent-Replayed", "true")
-		return c.JSON(proposalStatus(*begun.Recorded), toProposalJSON(*begun.Recorded))
+		out := toProposalJSON(*begun.Recorded)
+		if begun.Recorded.Status == proposals.StatusApplying {
+			out.OutcomeUnknown = true
+			out.Note = "The call was claimed, but the request that ran it stopped before its outcome was recorded. It is under review by an admin and is never run again on its own; read this proposal later for the outcome."
+		}
+		return c.JSON(proposalStatus(*begun.Recorded), out)
 	}
 	idem := begun.Held
 	defer idem.Release(ctx) // a request refused before it recorded anything stores nothing
