@@ -49,7 +49,7 @@ type proposalJSON struct {
 	// never recorded (its request died): it is under review, never re-run.
 	OutcomeUnknown bool   `json:"outcome_unknown,omitempty"`
 	Note           string `json:"note,omitempty"`
-	CreatedAt        string           `json:"created_at"`
+	CreatedAt      string `json:"created_at"`
 }
 
 func toProposalJSON(p proposals.Proposal) proposalJSON {
