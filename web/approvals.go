@@ -146,7 +146,7 @@ func toApprovalItem(a proposals.Approval, now time.Time) views.ApprovalItem {
 		proposer = "the agent of " + a.ProposerEmail
 	}
 	return views.ApprovalItem{ID: a.ID.String(), ProposalID: a.ProposalID.String(), Summary: a.Summary, Status: a.Status,
-		Tool: a.Tool, ActionClass: a.ActionClass, Risk: a.Risk, Proposer: proposer, Origin: origin, OriginURL: url,
+		Tool: a.Tool, ActionClass: a.ActionClass, Risk: a.Risk, Proposer: proposer, Origin: origin, OriginURL: url, ApproverRole: a.ApproverRole,
 		ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Left: left(a.TTL(now))}
 }
 
