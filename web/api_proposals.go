@@ -47,6 +47,7 @@ type proposalJSON struct {
 	TTLSeconds       *int             `json:"ttl_seconds,omitempty"`
 	// OutcomeUnknown marks a call that was claimed but whose outcome was
 	// never recorded (its request died): it is under review, never re-run.
+	ConfirmIgnored string `json:"confirm_ignored,omitempty"`
 	OutcomeUnknown bool   `json:"outcome_unknown,omitempty"`
 	Note           string `json:"note,omitempty"`
 	CreatedAt      string `json:"created_at"`
@@ -60,7 +61,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 		Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
 		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
 		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: p.Decision, EffectDecision: p.EffectDecision, DryRun: p.DryRun,
-		RequiresApproval: p.Status == proposals.StatusPendingApproval,
+		RequiresApproval: p.Status == proposals.StatusPendingApproval, ConfirmIgnored: p.ConfirmIgnored,
 	}
 	switch p.Scope.Kind {
 	case proposals.ScopeConversation:
@@ -124,6 +125,7 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		Arguments      json.RawMessage `json:"arguments"`
 		Rationale      string          `json:"rationale"`
 		IdempotencyKey string          `json:"idempotency_key"`
+		Confirm        bool            `json:"confirm"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
@@ -138,7 +140,7 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		key = in.IdempotencyKey
 	}
 	in.IdempotencyKey = key
-	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key}
+	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key, Confirm: in.Confirm}
 	begun, err := s.beginIdempotent(c, scope, call)
 	if err != nil {
 		return err
@@ -196,8 +198,11 @@ func (s *Server) beginIdempotent(c echo.Context, scope proposals.Scope, in propo
 	if in.IdempotencyKey == "" {
 		return proposals.Begun{}, nil
 	}
-	hash, err := proposals.RequestHash(map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool,
-		"arguments": in.Arguments, "rationale": in.Rationale})
+	request := map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool, "arguments": in.Arguments, "rationale": in.Rationale}
+	if in.Confirm {
+		request["confirm"] = true // a confirmed call is another request than the same call unconfirmed
+	}
+	hash, err := proposals.RequestHash(request)
 	if err != nil {
 		return proposals.Begun{}, err
 	}
