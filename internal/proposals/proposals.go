@@ -110,9 +110,9 @@ type Proposal struct {
 	ProposedBy      string // "agent" or "user"
 	// ConfirmIgnored says why a caller's confirm: true granted nothing.
 	ConfirmIgnored string
-	CreatedAt       time.Time
-	ClaimedAt       *time.Time
-	ResolvedAt      *time.Time
+	CreatedAt      time.Time
+	ClaimedAt      *time.Time
+	ResolvedAt     *time.Time
 }
 
 // Packet is what a proposal shows of its approval packet.
