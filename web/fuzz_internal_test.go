@@ -8,6 +8,8 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/strictjson"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -97,3 +99,43 @@ func FuzzConstraintsFromJSON(f *testing.F) {
 }
 
 func errCode(err error) string { return apperr.Code(err) }
+
+// FuzzDecodeToolCall: the tool-call decoder is total, and what it accepts
+// is what strictjson accepts, with one tool named once, and a key in the
+// key format.
+func FuzzDecodeToolCall(f *testing.F) {
+	for _, seed := range []string{
+		`{"tool":"records.put","arguments":{"collection":"c","key":"k","value":{}},"rationale":"because it is needed"}`,
+		`{"tool":"records.get","tool":"records.delete","arguments":{},"rationale":"a duplicated key"}`,
+		`{"tool":"records.put","arguments":{"key":"\u0000"},"rationale":"a NUL"}`,
+		`{"tool":"records.put","arguments":{"key":"\ud800"},"rationale":"a lone surrogate"}`,
+		`{"tool":"records.put","arguments":{"n":1e400},"rationale":"a huge number"}`,
+		`{"tool":"records.put","arguments":{},"rationale":"trailing"} {}`,
+		`{"tool":"x","arguments":{},"rationale":"r","idempotency_key":"short"}`,
+		`{"tool":"x","arguments":{},"rationale":"r","confirm":"yes"}`,
+		"{\"tool\":\"\xff\"}", `[`, ``,
+	} {
+		f.Add([]byte(seed), "")
+		f.Add([]byte(seed), "header-key-0000000001")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, headerKey string) {
+		in, err := decodeToolCall(body, headerKey)
+		if err != nil {
+			if code := errCode(err); code != "invalid" && code != "bad_request" {
+				t.Fatalf("%q gave %v", body, err)
+			}
+			return
+		}
+		if strictjson.Check(body, jsonLimits) != nil {
+			t.Fatalf("accepted %q, which strictjson refuses", body)
+		}
+		if in.IdempotencyKey != "" {
+			if _, err := proposals.ParseIdempotencyKey(in.IdempotencyKey); err != nil {
+				t.Fatalf("accepted the key %q", in.IdempotencyKey)
+			}
+		}
+		if len(in.Arguments) > 0 && strictjson.Check(in.Arguments, jsonLimits) != nil {
+			t.Fatalf("accepted arguments %q", in.Arguments)
+		}
+	})
+}
