@@ -163,3 +163,24 @@ func TestBulkApprovals_CapTheIDsPerRequest(t *testing.T) {
 		t.Fatalf("101 ids: %d %s", resp.StatusCode, body)
 	}
 }
+
+func TestLengths_CountCharactersNotBytes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	resp, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": strings.Repeat("ü", 200)})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a 200-character title of 400 bytes: %d %v", resp.StatusCode, conv)
+	}
+	base := "/api/v1/conversations/" + conv["id"].(string)
+	if resp, m := e.api("POST", base+"/messages", agent, map[string]any{"role": "assistant", "content": strings.Repeat("é", 20000)}); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a 20,000-character message of 40,000 bytes: %d %v", resp.StatusCode, m)
+	}
+	if resp, _ := e.api("POST", base+"/messages", agent, map[string]any{"role": "assistant", "content": strings.Repeat("é", 20001)}); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("20,001 characters: %d", resp.StatusCode)
+	}
+	if resp, _ := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": strings.Repeat("ü", 201)}); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("a 201-character title: %d", resp.StatusCode)
+	}
+}
