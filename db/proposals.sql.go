@@ -448,10 +448,10 @@ const insertProposal = `-- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at, effect_decision)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
-        CASE WHEN $21::text = 'applying' THEN now() END, $24)
+        CASE WHEN $21::text = 'applying' THEN now() END, $24, $25)
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 
@@ -480,6 +480,7 @@ type InsertProposalParams struct {
 	ApplyPath         pgtype.Text
 	ResolvedByUserID  uuid.NullUUID
 	EffectDecision    []byte
+	DecisionInput     []byte
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
@@ -508,6 +509,7 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.ApplyPath,
 		arg.ResolvedByUserID,
 		arg.EffectDecision,
+		arg.DecisionInput,
 	)
 	var i Proposal
 	err := row.Scan(

@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 )
 
 // Conversation is a chat owned by one user.
@@ -158,6 +159,10 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 	if mode != cur.PermissionMode {
 		if err := audit.Record(ctx, q, p, p.WorkspaceID, "conversation.permission_mode_changed", "conversation", id.String(),
 			map[string]any{"old": cur.PermissionMode, "new": mode}); err != nil {
+			return Conversation{}, err
+		}
+		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID, map[string]any{
+			"setting": "permission_mode", "conversation_id": id.String(), "old": cur.PermissionMode, "new": mode}, time.Now()); err != nil {
 			return Conversation{}, err
 		}
 	}

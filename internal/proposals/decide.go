@@ -18,6 +18,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/internal/trust"
 )
 
 // decision is the layered decision on one call, with what it was taken on.
@@ -29,6 +30,9 @@ type decision struct {
 	constraints []policy.Constraint
 	// rationaleMin is the workspace's shortest acceptable rationale.
 	rationaleMin int
+	// call is what the layers read: kept on the proposal so a past call can
+	// be decided again under another setting (the shadow preview).
+	call policy.Call
 }
 
 // auto reports whether the call is applied at once, without a person.
@@ -74,8 +78,13 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 		AutoApproveHighRisk: ws.AutoApproveHighRisk,
 		Constraints:         names,
 	}
+	// An open trust violation on the class holds it for review until the
+	// principal clears it.
+	if call.OpenViolation, err = trust.HasOpenViolation(ctx, q, p.WorkspaceID, class); err != nil {
+		return decision{}, err
+	}
 	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: sd, class: class, ws: ws, constraints: constraints,
-		rationaleMin: int(wsRow.RationaleMinLength)}, nil
+		rationaleMin: int(wsRow.RationaleMinLength), call: call}, nil
 }
 
 // readScope reads the scope's row and applies its gate alone (the scope's

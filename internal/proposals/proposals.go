@@ -25,6 +25,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -239,12 +240,15 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	// agent's intent can be read from the audit log alone (ADR-036).
 	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
 		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID, "rationale": rationale}
-	refuse := func(err error, why map[string]any) (Proposal, error) {
+	refuse := func(err error, outcome string, why map[string]any) (Proposal, error) {
 		for k, v := range why {
 			auditData[k] = v
 		}
 		if aerr := s.audit(ctx, q, p, tool, "proposal.refused", "tool", tool.Name, auditData); aerr != nil {
 			return Proposal{}, aerr
+		}
+		if rerr := s.refusedCall(ctx, q, p, outcome, tool.Name, args, rationale, d, apperr.Message(err)); rerr != nil {
+			return Proposal{}, rerr
 		}
 		if cerr := tx.Commit(ctx); cerr != nil {
 			return Proposal{}, fmt.Errorf("proposals: commit refusal: %w", cerr)
@@ -252,10 +256,10 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, err
 	}
 	if d.State == policy.StateBlocked {
-		return refuse(refusal(d, uuid.Nil), map[string]any{"layers": d.Layers})
+		return refuse(refusal(d, uuid.Nil), outcomeBlocked, map[string]any{"layers": d.Layers})
 	}
 	if err := s.checkConstraints(ctx, q, p, tool, args, d, nil, nil); err != nil {
-		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
+		return refuse(err, outcomeConstraint, map[string]any{"constraint": apperr.Message(err)})
 	}
 	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
 		if apperr.Code(err) != apperr.ERATELIMIT {
@@ -277,6 +281,10 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	constraintsJSON, err := json.Marshal(d.constraints)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
+	}
+	callJSON, err := json.Marshal(d.call)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: encode decision input: %w", err)
 	}
 	// The automatic path's decision is its effect-time decision: taken in
 	// this transaction, from the rows as they are now.
@@ -306,7 +314,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		Tool: tool.Name, Effect: string(tool.Effect), Arguments: args, Rationale: rationale,
 		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
 		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
-		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status,
+		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status, DecisionInput: callJSON,
 	}
 	if status == StatusApplying {
 		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
@@ -341,6 +349,12 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	}
 	if err := s.audit(ctx, q, p, tool, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
 		return Proposal{}, err
+	}
+	if d.State == policy.StateHumanOnly {
+		// Refused to the agent; the prepared action waits for the principal.
+		if _, err := s.record(ctx, q, p, receipts.KindRefusal, outcomeHumanOnly, row, "Only the principal can perform this action."); err != nil {
+			return Proposal{}, err
+		}
 	}
 	if outcome == policy.OutcomeRun {
 		// In-database tools run here and commit with the record: done, or
@@ -538,6 +552,9 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 		keep = tool.Contract.Retention
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.rejected", "proposal", id.String(), map[string]any{"reason": reason, "tool": row.Tool}); err != nil {
+		return Proposal{}, err
+	}
+	if err := s.rejected(ctx, q, p, row, reason); err != nil {
 		return Proposal{}, err
 	}
 	return fromRow(row), tx.Commit(ctx)

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/audit"
 )
 
 // Kinds of receipt.
@@ -132,3 +133,27 @@ func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content
 }
 
 func pgText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
+// ActorOf names who acted, from an audit actor (auth.Principal is one) and
+// their workspace role.
+func ActorOf(a audit.Actor, role string) Actor {
+	user, token, agent := a.AuditIdentity()
+	out := Actor{Kind: "user", Role: role}
+	switch {
+	case user == uuid.Nil:
+		return Actor{Kind: "system"}
+	case agent:
+		out.Kind = "agent"
+	}
+	out.UserID = user.String()
+	if token != uuid.Nil {
+		out.TokenID = token.String()
+	}
+	return out
+}
+
+// RecordChange records a change of a setting (a permission mode, a trust
+// level, a workspace setting) or of a role, in the caller's transaction.
+func RecordChange(ctx context.Context, q *db.Queries, kind string, actor Actor, workspaceID uuid.UUID, change map[string]any, now time.Time) (uuid.UUID, error) {
+	return Record(ctx, q, workspaceID, Content{Kind: kind, Outcome: "changed", Actor: actor, Change: change}, now)
+}
