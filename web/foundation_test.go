@@ -136,7 +136,10 @@ func TestSignIn_NextStaysOnThisSite(t *testing.T) {
 	if _, err := e.auth.CreateUser(context.Background(), mustUUID(t, e.ws), "ed@example.com", password, auth.RoleMember); err != nil {
 		t.Fatal(err)
 	}
-	for next, want := range map[string]string{"/admin": "/admin", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
+	for next, want := range map[string]string{
+		"/admin": "/admin", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/",
+		"/\t/evil.example": "/", "/%5cevil.example": "/", "/%09/evil.example": "/", "javascript:alert(1)": "/",
+	} {
 		c := e.client()
 		c.get("/signin")
 		resp, _ := c.postForm("/signin", url.Values{"email": {"ed@example.com"}, "password": {password}, "next": {next}})

@@ -13,12 +13,12 @@ import (
 
 // signInPage handles "GET /signin".
 func (s *Server) signInPage(c echo.Context) error {
-	return render(c, http.StatusOK, views.SignInPage(s.shell(c, "Sign in", ""), views.SignInForm{Next: localPath(c.QueryParam("next"))}))
+	return render(c, http.StatusOK, views.SignInPage(s.shell(c, "Sign in", ""), views.SignInForm{Next: safeRedirect(c.QueryParam("next"))}))
 }
 
 // signIn handles "POST /signin".
 func (s *Server) signIn(c echo.Context) error {
-	form := views.SignInForm{Email: c.FormValue("email"), Next: localPath(c.FormValue("next"))}
+	form := views.SignInForm{Email: c.FormValue("email"), Next: safeRedirect(c.FormValue("next"))}
 	ctx := c.Request().Context()
 	p, err := s.auth.SignIn(ctx, form.Email, c.FormValue("password"), c.RealIP())
 	switch apperr.Code(err) {
