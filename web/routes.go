@@ -1,7 +1,9 @@
 package web
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -16,10 +18,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	// The client's address (for the sign-in brake and logs): X-Forwarded-For
-	// is believed only from a proxy on loopback or a private network, so a
-	// client on the internet cannot choose its own address.
-	e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	e.IPExtractor = clientAddress(s.cfg.TrustedProxies)
 
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)
@@ -127,4 +126,21 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/admin/approvals/:id/approve", s.approveApproval, resolverOrToken...)
 	e.POST("/admin/approvals/:id/reject", s.rejectApproval, resolverOrToken...)
 	return e
+}
+
+// clientAddress finds the client's address (for the sign-in brake and
+// logs). X-Forwarded-For is believed only from the configured proxies, read
+// from the right up to the first address that is not one of them, so a
+// client cannot choose its own address; with none configured, the header
+// is ignored.
+func clientAddress(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		p = p.Masked()
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }

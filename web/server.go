@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
@@ -33,6 +34,10 @@ var staticFS embed.FS
 type Config struct {
 	// CookieSecure marks the session and CSRF cookies Secure.
 	CookieSecure bool
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
+	// the client's address (the sign-in brake, logs). None: the header is
+	// ignored and the peer's address is the client's.
+	TrustedProxies []netip.Prefix
 	// SessionLifetime bounds a browser session; SessionIdle ends an unused one.
 	SessionLifetime time.Duration
 	SessionIdle     time.Duration

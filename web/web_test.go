@@ -58,6 +58,12 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 // newEnvWith is a server with its own tool registry.
 func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env {
 	t.Helper()
+	return newEnvConfig(t, pool, registry, web.Config{CookieSecure: true})
+}
+
+// newEnvConfig is a server with its own tool registry and configuration.
+func newEnvConfig(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry, cfg web.Config) *env {
+	t.Helper()
 	svc := web.NewServices(pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, registry)
 	svc.Proposals.SetIdempotencyWait(300 * time.Millisecond)
 	a := svc.Auth
@@ -65,7 +71,7 @@ func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{CookieSecure: true}, slog.New(slog.DiscardHandler), pool, svc)
+	srv, err := web.New(cfg, slog.New(slog.DiscardHandler), pool, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
