@@ -75,15 +75,15 @@ func TestSignIn_CookiesAreSecureHttpOnlySameSite(t *testing.T) {
 	resp, _ := c.postForm("/signin", url.Values{"email": {"bo@example.com"}, "password": {password}})
 	var session *http.Cookie
 	for _, ck := range resp.Cookies() {
-		if ck.Name == "gatehouse_session" {
+		if ck.Name == "__Host-gatehouse_session" {
 			session = ck
 		}
 	}
 	if session == nil {
-		t.Fatal("no session cookie set on sign-in")
+		t.Fatal("no __Host-gatehouse_session cookie set on sign-in")
 	}
-	if !session.Secure || !session.HttpOnly || session.SameSite != http.SameSiteLaxMode {
-		t.Fatalf("session cookie = %+v, want Secure, HttpOnly, SameSite=Lax", session)
+	if !session.Secure || !session.HttpOnly || session.SameSite != http.SameSiteLaxMode || session.Path != "/" || session.Domain != "" {
+		t.Fatalf("session cookie = %+v, want Secure, HttpOnly, SameSite=Lax, Path=/ and no Domain", session)
 	}
 }
 

@@ -86,6 +86,16 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// noStore keeps the response out of every cache (the browser's history and
+// back-forward cache, a shared proxy): signed-in pages, and the error
+// pages on their routes, are for this user and this moment only.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
+}
+
 // requireUser lets signed-in users through and sends others to sign in.
 func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {

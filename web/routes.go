@@ -2,10 +2,8 @@ package web
 
 import (
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/labstack/echo-contrib/echoprometheus"
 	"github.com/labstack/echo/v4"
@@ -68,21 +66,9 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/proposals/:id/performed", s.apiPerformProposal)
 
 	// Browser pages: cookie sessions and CSRF on every one.
-	csrf := middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
-		CookieName:     "gatehouse_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   s.cfg.CookieSecure,
-		CookieSameSite: http.SameSiteLaxMode,
-		// A bearer token is not sent by browsers on their own, so a request
-		// that carries one (a script on the admin JSON endpoints) cannot be
-		// forged cross-site.
-		Skipper: func(c echo.Context) bool {
-			return strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		},
-	})
-	session := []echo.MiddlewareFunc{s.loadSession, csrf}
+	csrf := middleware.CSRFWithConfig(s.csrfConfig())
+	// Signed-in pages and their error pages are never stored by a cache.
+	session := []echo.MiddlewareFunc{noStore, s.loadSession, csrf}
 	signedIn := slices.Concat(session, []echo.MiddlewareFunc{s.requireUser})
 	approver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireApprover})
 
@@ -117,7 +103,7 @@ func (s *Server) routes() *echo.Echo {
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.
 	resolver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireResolver})
-	resolverOrToken := []echo.MiddlewareFunc{s.bearerOr(signedIn), s.requireResolver}
+	resolverOrToken := []echo.MiddlewareFunc{noStore, s.bearerOr(signedIn), s.requireResolver}
 	e.GET("/admin/approvals", s.approvalsQueue, resolverOrToken...)
 	e.GET("/admin/approvals/events", s.streamEvents, resolver...)
 	e.POST("/admin/approvals/bulk", s.bulkApprovals, resolver...)

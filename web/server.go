@@ -104,7 +104,8 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Store = store
 	sm.Lifetime = cfg.SessionLifetime
 	sm.IdleTimeout = cfg.SessionIdle
-	sm.Cookie.Name = "gatehouse_session"
+	sm.Cookie.Name = cookieName("gatehouse_session", cfg.CookieSecure)
+	sm.Cookie.Path = "/"
 	sm.Cookie.HttpOnly = true
 	sm.Cookie.Secure = cfg.CookieSecure
 	sm.Cookie.SameSite = http.SameSiteLaxMode

@@ -43,6 +43,7 @@ func (s *Server) signIn(c echo.Context) error {
 		return err
 	}
 	s.sessions.Put(ctx, sessionUserID, p.UserID.String())
+	s.rotateCSRF(c)
 	return c.Redirect(http.StatusSeeOther, form.Next)
 }
 
@@ -51,5 +52,6 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := s.sessions.Destroy(c.Request().Context()); err != nil {
 		return err
 	}
+	s.rotateCSRF(c)
 	return c.Redirect(http.StatusSeeOther, "/signin")
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
@@ -109,4 +110,127 @@ func TestSignIn_ForgedForwardedForNeitherResetsNorDodgesTheBrake(t *testing.T) {
 			t.Fatalf("X-Forwarded-For %q after ten failures: %d, want 429", xff, got)
 		}
 	}
+}
+
+// setCookies are the cookies a response sets, by name.
+func setCookies(resp *http.Response) map[string]*http.Cookie {
+	out := map[string]*http.Cookie{}
+	for _, ck := range resp.Cookies() {
+		out[ck.Name] = ck
+	}
+	return out
+}
+
+func TestSignIn_RotatesTheCSRFToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.createUser("cy@example.com")
+	c := e.client()
+	c.get("/signin")
+	before := c.cookie("gatehouse_csrf")
+	if before == "" || before != c.csrf {
+		t.Fatalf("CSRF cookie %q, form token %q before sign-in", before, c.csrf)
+	}
+	resp, _ := c.postForm("/signin", url.Values{"email": {"cy@example.com"}, "password": {password}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", resp.StatusCode)
+	}
+	n := 0
+	for _, v := range resp.Header.Values("Set-Cookie") {
+		if strings.HasPrefix(v, "__Host-gatehouse_csrf=") {
+			n++
+		}
+	}
+	after := c.cookie("gatehouse_csrf")
+	if n != 1 || after == "" || after == before {
+		t.Fatalf("sign-in set %d CSRF cookies; token %q before, %q after: want one new token", n, before, after)
+	}
+	// The old token is worth nothing now; the new one works.
+	if resp, _ := c.postForm("/conversations", url.Values{"title": {"x"}, "_csrf": {before}}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a form with the token from before sign-in: %d, want 403", resp.StatusCode)
+	}
+	if _, body := c.get("/conversations"); !strings.Contains(body, `value="`+after+`"`) {
+		t.Fatalf("the next page does not carry the new token:\n%s", body)
+	}
+	if resp, body := c.postForm("/conversations", url.Values{"title": {"x"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a form with the new token: %d\n%s", resp.StatusCode, body)
+	}
+	// Sign-out rotates it again.
+	c.postForm("/signout", nil)
+	if out := c.cookie("gatehouse_csrf"); out == "" || out == after {
+		t.Fatalf("token after sign-out %q, before %q: want a new one", out, after)
+	}
+}
+
+func TestCookies_HostPrefixedWhenSecurePlainOtherwise(t *testing.T) {
+	t.Parallel()
+	for _, secure := range []bool{true, false} {
+		e := newEnvCfg(t, web.Config{CookieSecure: secure})
+		e.createUser("di@example.com")
+		c := e.client()
+		resp, _ := c.get("/signin")
+		csrfName := map[bool]string{true: "__Host-gatehouse_csrf", false: "gatehouse_csrf"}[secure]
+		sessionName := map[bool]string{true: "__Host-gatehouse_session", false: "gatehouse_session"}[secure]
+		got := setCookies(resp)
+		resp, _ = c.postForm("/signin", url.Values{"email": {"di@example.com"}, "password": {password}})
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("secure=%v: sign in: %d", secure, resp.StatusCode)
+		}
+		for k, v := range setCookies(resp) {
+			got[k] = v
+		}
+		if len(got) != 2 {
+			t.Errorf("secure=%v: cookies %v, want %s and %s", secure, keys(got), sessionName, csrfName)
+		}
+		for _, name := range []string{sessionName, csrfName} {
+			ck := got[name]
+			if ck == nil {
+				t.Errorf("secure=%v: no cookie %s among %v", secure, name, keys(got))
+				continue
+			}
+			if ck.Secure != secure || ck.Path != "/" || ck.Domain != "" || !ck.HttpOnly || ck.SameSite != http.SameSiteLaxMode {
+				t.Errorf("secure=%v: %s = %+v, want Secure=%v, Path=/, no Domain, HttpOnly, SameSite=Lax", secure, name, ck, secure)
+			}
+		}
+	}
+}
+
+func keys(m map[string]*http.Cookie) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestSignedInPages_AreNeverStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	member := e.user("ed@example.com", auth.RoleMember)
+	approver := e.user("fa@example.com", auth.RoleApprover)
+	tok := e.token("fa@example.com", auth.TokenUser)
+	check := func(what string, resp *http.Response, status int) {
+		t.Helper()
+		if resp.StatusCode != status || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: %d Cache-Control %q, want %d no-store", what, resp.StatusCode, resp.Header.Get("Cache-Control"), status)
+		}
+	}
+	resp, _ := member.get("/")
+	check("home", resp, http.StatusOK)
+	resp, _ = member.get("/admin")
+	check("a member's error page on /admin", resp, http.StatusForbidden)
+	resp, _ = member.get("/conversations/" + "00000000-0000-0000-0000-000000000000")
+	check("a missing conversation", resp, http.StatusNotFound)
+	resp, _ = approver.get("/admin/approvals")
+	check("the approvals queue", resp, http.StatusOK)
+	resp, _ = e.client().get("/")
+	check("the sign-in redirect", resp, http.StatusSeeOther)
+	req, _ := http.NewRequest(http.MethodGet, e.url+"/admin/approvals", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	check("the queue's JSON for a token", resp, http.StatusOK)
 }

@@ -154,6 +154,20 @@ func (c *client) signIn(email, pw string) {
 	if resp.StatusCode != http.StatusSeeOther {
 		c.t.Fatalf("sign in as %s: status %d\n%s", email, resp.StatusCode, body)
 	}
+	// The CSRF token rotates at sign-in: the new one is in its cookie.
+	c.csrf = c.cookie("gatehouse_csrf")
+}
+
+// cookie is the value of the client's cookie with that name, with or
+// without the __Host- prefix ("" when there is none).
+func (c *client) cookie(name string) string {
+	u, _ := url.Parse(c.base)
+	for _, ck := range c.http.Jar.Cookies(u) {
+		if ck.Name == name || ck.Name == "__Host-"+name {
+			return ck.Value
+		}
+	}
+	return ""
 }
 
 func readBody(t *testing.T, resp *http.Response) string {
