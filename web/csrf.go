@@ -37,9 +37,6 @@ func (s *Server) csrfConfig() middleware.CSRFConfig {
 		CookieHTTPOnly: true,
 		CookieSecure:   s.cfg.CookieSecure,
 		CookieSameSite: http.SameSiteLaxMode,
-		Skipper: func(c echo.Context) bool {
-			return strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		},
 	}
 }
 

@@ -67,8 +67,11 @@ func (s *Server) routes() *echo.Echo {
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(s.csrfConfig())
-	// Signed-in pages and their error pages are never stored by a cache.
-	session := []echo.MiddlewareFunc{noStore, s.loadSession, csrf}
+	// Signed-in pages and their error pages are never stored by a cache. A
+	// request with a bearer token and a session cookie is refused; one with
+	// only a bearer token gets no exemption from CSRF here (bearerOr is the
+	// one way in by token).
+	session := []echo.MiddlewareFunc{noStore, s.oneCredential, s.loadSession, csrf}
 	signedIn := slices.Concat(session, []echo.MiddlewareFunc{s.requireUser})
 	approver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireApprover})
 
@@ -103,7 +106,7 @@ func (s *Server) routes() *echo.Echo {
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.
 	resolver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireResolver})
-	resolverOrToken := []echo.MiddlewareFunc{noStore, s.bearerOr(signedIn), s.requireResolver}
+	resolverOrToken := []echo.MiddlewareFunc{noStore, s.oneCredential, s.bearerOr(signedIn), s.requireResolver}
 	e.GET("/admin/approvals", s.approvalsQueue, resolverOrToken...)
 	e.GET("/admin/approvals/events", s.streamEvents, resolver...)
 	e.POST("/admin/approvals/bulk", s.bulkApprovals, resolver...)

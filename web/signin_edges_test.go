@@ -234,3 +234,112 @@ func TestSignedInPages_AreNeverStored(t *testing.T) {
 	resp.Body.Close()
 	check("the queue's JSON for a token", resp, http.StatusOK)
 }
+
+// send makes a request with the client's cookies and the given headers.
+func (c *client) send(method, path string, form url.Values, headers map[string]string) (*http.Response, string) {
+	c.t.Helper()
+	var body *strings.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	} else {
+		body = strings.NewReader("")
+	}
+	req, _ := http.NewRequest(method, c.base+path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp, readBody(c.t, resp)
+}
+
+func isProblem(resp *http.Response, body, code string) bool {
+	return resp.Header.Get("Content-Type") == "application/problem+json" && strings.Contains(body, `"code":"`+code+`"`)
+}
+
+func TestBearer_WithASessionCookieIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	approver := e.user("gi@example.com", auth.RoleApprover)
+	tok := e.token("gi@example.com", auth.TokenUser)
+	bearer := map[string]string{"Authorization": "Bearer " + tok, "Accept": "text/html"}
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/admin/approvals"},
+		{"POST", "/admin/approvals/" + "00000000-0000-0000-0000-000000000000" + "/approve"},
+		{"GET", "/"},
+		{"POST", "/conversations"},
+	} {
+		var form url.Values
+		if r.method == "POST" {
+			form = url.Values{"title": {"x"}, "_csrf": {approver.csrf}}
+		}
+		resp, body := approver.send(r.method, r.path, form, bearer)
+		if resp.StatusCode != http.StatusBadRequest || !isProblem(resp, body, "bad_request") || !strings.Contains(body, "not both") {
+			t.Errorf("%s %s with a token and a session cookie: %d %s", r.method, r.path, resp.StatusCode, body)
+		}
+	}
+	if _, body := approver.get("/conversations"); strings.Contains(body, ">x<") {
+		t.Error("a conversation was created by the refused request")
+	}
+	// The token alone works, cross-site too: it is not a browser's credential.
+	script := e.client()
+	resp, body := script.send("GET", "/admin/approvals", nil, map[string]string{"Authorization": "bearer " + tok, "Sec-Fetch-Site": "cross-site"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "application/json") {
+		t.Fatalf("the token alone: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestBearer_InvalidTokenIsA401AndSkipsNoBrowserProtection(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.createUser("ha@example.com")
+	bogus := map[string]string{"Authorization": "Bearer gh_u_not-a-real-token", "Accept": "text/html"}
+
+	// On the endpoints that take a token: 401 problem+json, never the
+	// browser chain.
+	c := e.client()
+	for _, path := range []string{"/admin/approvals", "/admin/approvals/00000000-0000-0000-0000-000000000000/approve"} {
+		method := map[bool]string{true: "POST", false: "GET"}[strings.HasSuffix(path, "/approve")]
+		resp, body := c.send(method, path, url.Values{}, bogus)
+		if resp.StatusCode != http.StatusUnauthorized || !isProblem(resp, body, "unauthorized") {
+			t.Errorf("%s %s with a bad token: %d %s", method, path, resp.StatusCode, body)
+		}
+	}
+
+	// A sign-in form with a bearer header gets the browser's protections:
+	// cross-site, it is refused; without a CSRF token, too.
+	form := url.Values{"email": {"ha@example.com"}, "password": {password}}
+	for name, headers := range map[string]map[string]string{
+		"cross-site":      {"Authorization": "Bearer gh_u_not-a-real-token", "Sec-Fetch-Site": "cross-site"},
+		"no CSRF token":   {"Authorization": "Bearer gh_u_not-a-real-token"},
+		"lowercase token": {"Authorization": "bearer gh_u_not-a-real-token"},
+	} {
+		resp, body := e.client().send("POST", "/signin", form, headers)
+		if resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("sign-in form with a bearer header, %s: %d %s, want a CSRF refusal", name, resp.StatusCode, body)
+		}
+		if setCookies(resp)["__Host-gatehouse_session"] != nil {
+			t.Errorf("sign-in form with a bearer header, %s: signed in", name)
+		}
+	}
+}
+
+func TestBearer_ApprovalEndpointsAnswerProblemJSONWhateverTheAccept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.createUser("ib@example.com")
+	member := e.token("ib@example.com", auth.TokenUser)
+	c := e.client()
+	for _, accept := range []string{"text/html", "*/*", ""} {
+		h := map[string]string{"Authorization": "Bearer " + member, "Accept": accept}
+		resp, body := c.send("GET", "/admin/approvals", nil, h)
+		if resp.StatusCode != http.StatusForbidden || !isProblem(resp, body, "forbidden") {
+			t.Errorf("Accept %q, a member's token on the queue: %d %s", accept, resp.StatusCode, body)
+		}
+	}
+}
