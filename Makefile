@@ -32,6 +32,20 @@ bench: ensure-postgres ## run the benchmarks
 load: ensure-postgres ## drive a throwaway server at a constant rate (RATE=50 DURATION=10s) and report latencies against a baseline
 	bash .ci/load
 
+# Every native fuzz target, one after the other (go test -fuzz takes one
+# target at a time). FUZZTIME is a duration (30s) or a count of inputs
+# (3000x, what CI runs). A crasher is written to the package's
+# testdata/fuzz and becomes a regression case.
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s; CI runs FUZZTIME=3000x)
+	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd internal web | xargs -n1 dirname | sort -u); do \
+		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | sed 's/^func //'); do \
+			echo "fuzz ./$$dir $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$dir; \
+		done; \
+	done
+
 .PHONY: build
 build: ## build bin/gatehouse
 	$(GO) build -o bin/gatehouse ./cmd/gatehouse

@@ -79,6 +79,22 @@ type Conversation struct {
 	UpdatedAt      time.Time
 }
 
+type Evidence struct {
+	ID               int64
+	WorkspaceID      uuid.UUID
+	ActionClass      string
+	Label            string
+	Provenance       string
+	DecisionWeight   float64
+	ProvenanceWeight float64
+	Weight           float64
+	ReceiptID        uuid.NullUUID
+	ProposalID       uuid.NullUUID
+	RecordedBy       uuid.NullUUID
+	Note             pgtype.Text
+	CreatedAt        time.Time
+}
+
 type IdempotencyKey struct {
 	WorkspaceID         uuid.UUID
 	Tool                string
@@ -170,6 +186,7 @@ type Proposal struct {
 	DryRun            bool
 	ClaimedAt         *time.Time
 	EffectDecision    []byte
+	DecisionInput     []byte
 }
 
 type RateCounter struct {
@@ -177,6 +194,24 @@ type RateCounter struct {
 	WindowStart time.Time
 	Count       int32
 	ExpiresAt   time.Time
+}
+
+type Receipt struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Kind        string
+	ProposalID  uuid.NullUUID
+	ActionClass pgtype.Text
+	Content     []byte
+	ContentHash []byte
+	Metadata    json.RawMessage
+	Seq         pgtype.Int8
+	PrevHash    []byte
+	Hash        []byte
+	RedactedFor pgtype.Text
+	RedactedAt  *time.Time
+	CreatedAt   time.Time
+	ChainedAt   *time.Time
 }
 
 type Record struct {
@@ -193,6 +228,28 @@ type Session struct {
 	Token  string
 	Data   []byte
 	Expiry time.Time
+}
+
+type TrustThreshold struct {
+	WorkspaceID uuid.UUID
+	ActionClass string
+	CiLow       float64
+	MinSamples  int32
+	UpdatedAt   time.Time
+}
+
+type TrustViolation struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	ActionClass string
+	ReceiptID   uuid.NullUUID
+	Category    string
+	Reason      string
+	FlaggedBy   uuid.NullUUID
+	CreatedAt   time.Time
+	ClearedAt   *time.Time
+	ClearedBy   uuid.NullUUID
+	ClearNote   pgtype.Text
 }
 
 type User struct {

@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -39,12 +38,14 @@ func pathID(c echo.Context, notFound error) (uuid.UUID, error) {
 	return id, nil
 }
 
-// bindJSON decodes a JSON body (already validated against openapi.yaml).
+// bindJSON decodes a JSON body strictly (checked by checkInput, and against
+// openapi.yaml on /api/v1): unknown fields are refused, naming them.
 func bindJSON(c echo.Context, v any) error {
-	if err := json.NewDecoder(c.Request().Body).Decode(v); err != nil {
-		return apperr.Errorf(apperr.EBADREQ, "The request body must be a JSON object.")
+	body, err := readBody(c)
+	if err != nil {
+		return err
 	}
-	return nil
+	return decodeJSON(body, v)
 }
 
 // apiCreateConversation handles "POST /api/v1/conversations".

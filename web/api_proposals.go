@@ -47,6 +47,7 @@ type proposalJSON struct {
 	TTLSeconds       *int             `json:"ttl_seconds,omitempty"`
 	// OutcomeUnknown marks a call that was claimed but whose outcome was
 	// never recorded (its request died): it is under review, never re-run.
+	ConfirmIgnored string `json:"confirm_ignored,omitempty"`
 	OutcomeUnknown bool   `json:"outcome_unknown,omitempty"`
 	Note           string `json:"note,omitempty"`
 	CreatedAt      string `json:"created_at"`
@@ -60,7 +61,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 		Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
 		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
 		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: p.Decision, EffectDecision: p.EffectDecision, DryRun: p.DryRun,
-		RequiresApproval: p.Status == proposals.StatusPendingApproval,
+		RequiresApproval: p.Status == proposals.StatusPendingApproval, ConfirmIgnored: p.ConfirmIgnored,
 	}
 	switch p.Scope.Kind {
 	case proposals.ScopeConversation:
@@ -119,26 +120,17 @@ func (s *Server) apiProposeInNotebook(c echo.Context) error {
 // Idempotency-Key header, or idempotency_key in the body), a replay of the
 // same request gets the first response, byte for byte, and runs nothing.
 func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error {
-	var in struct {
-		Tool           string          `json:"tool"`
-		Arguments      json.RawMessage `json:"arguments"`
-		Rationale      string          `json:"rationale"`
-		IdempotencyKey string          `json:"idempotency_key"`
+	body, err := readBody(c)
+	if err != nil {
+		return err
 	}
-	if err := bindJSON(c, &in); err != nil {
+	in, err := decodeToolCall(body, c.Request().Header.Get("Idempotency-Key"))
+	if err != nil {
 		return err
 	}
 	ctx, pr := c.Request().Context(), principal(c)
-	key := c.Request().Header.Get("Idempotency-Key")
-	if key != "" && in.IdempotencyKey != "" && key != in.IdempotencyKey {
-		return &apperr.Error{Code: apperr.EBADREQ, Message: "The Idempotency-Key header and idempotency_key differ; send one key.",
-			Fields: []apperr.FieldError{{Field: "idempotency_key", Message: "differs from the Idempotency-Key header"}}}
-	}
-	if key == "" {
-		key = in.IdempotencyKey
-	}
-	in.IdempotencyKey = key
-	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key}
+	key := in.IdempotencyKey
+	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key, Confirm: in.Confirm}
 	begun, err := s.beginIdempotent(c, scope, call)
 	if err != nil {
 		return err
@@ -178,14 +170,47 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(toProposalJSON(p))
+	answer, err := json.Marshal(toProposalJSON(p))
 	if err != nil {
 		return err
 	}
-	if err := idem.Store(ctx, proposals.StoredResponse{Status: proposalStatus(p), ContentType: echo.MIMEApplicationJSON, Body: body}); err != nil {
+	if err := idem.Store(ctx, proposals.StoredResponse{Status: proposalStatus(p), ContentType: echo.MIMEApplicationJSON, Body: answer}); err != nil {
 		return err
 	}
-	return c.Blob(proposalStatus(p), echo.MIMEApplicationJSON, body)
+	return c.Blob(proposalStatus(p), echo.MIMEApplicationJSON, answer)
+}
+
+// toolCallBody is a proposed call as the caller sent it.
+type toolCallBody struct {
+	Tool           string          `json:"tool"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Rationale      string          `json:"rationale"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Confirm        bool            `json:"confirm"`
+}
+
+// decodeToolCall decodes a tool-call body strictly (see strictjson: no
+// duplicate key can choose the tool, nothing hides after the value) and
+// settles its idempotency key: the header's or the body's, the same if
+// both are sent, in the key format.
+func decodeToolCall(body []byte, headerKey string) (toolCallBody, error) {
+	var in toolCallBody
+	if err := decodeJSON(body, &in); err != nil {
+		return toolCallBody{}, err
+	}
+	if headerKey != "" && in.IdempotencyKey != "" && headerKey != in.IdempotencyKey {
+		return toolCallBody{}, &apperr.Error{Code: apperr.EBADREQ, Message: "The Idempotency-Key header and idempotency_key differ; send one key.",
+			Fields: []apperr.FieldError{{Field: "idempotency_key", Message: "differs from the Idempotency-Key header"}}}
+	}
+	if in.IdempotencyKey == "" {
+		in.IdempotencyKey = headerKey
+	}
+	if in.IdempotencyKey != "" {
+		if _, err := proposals.ParseIdempotencyKey(in.IdempotencyKey); err != nil {
+			return toolCallBody{}, err
+		}
+	}
+	return in, nil
 }
 
 // beginIdempotent holds the call's idempotency key, if it has one, or
@@ -196,8 +221,11 @@ func (s *Server) beginIdempotent(c echo.Context, scope proposals.Scope, in propo
 	if in.IdempotencyKey == "" {
 		return proposals.Begun{}, nil
 	}
-	hash, err := proposals.RequestHash(map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool,
-		"arguments": in.Arguments, "rationale": in.Rationale})
+	request := map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool, "arguments": in.Arguments, "rationale": in.Rationale}
+	if in.Confirm {
+		request["confirm"] = true // a confirmed call is another request than the same call unconfirmed
+	}
+	hash, err := proposals.RequestHash(request)
 	if err != nil {
 		return proposals.Begun{}, err
 	}

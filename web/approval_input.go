@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/url"
 	"slices"
@@ -58,30 +57,6 @@ func unsupportedMediaType() error {
 	return apperr.Errorf(apperr.EUNSUPPORTED, "Send the decision as JSON (application/json) or as a form (application/x-www-form-urlencoded); nothing was done.")
 }
 
-// decodeStrictJSON decodes exactly one JSON object into v: unknown fields
-// and trailing data are refused, naming what was wrong.
-func decodeStrictJSON(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &typeErr) && typeErr.Field != "":
-			return apperr.Invalid(fmt.Sprintf("The field %s has the wrong type.", typeErr.Field),
-				apperr.FieldError{Field: typeErr.Field, Message: "must be " + typeErr.Type.String()})
-		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			return apperr.Invalid(fmt.Sprintf("The field %q is not known; nothing was done.", name),
-				apperr.FieldError{Field: name, Message: "is not a known field"})
-		}
-		return apperr.Errorf(apperr.EBADREQ, "The request body must be one JSON object.")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return apperr.Errorf(apperr.EBADREQ, "The request body must be one JSON object, with nothing after it.")
-	}
-	return nil
-}
-
 // constraintsFromJSON reads {"constraints": [...]} strictly: each
 // constraint's kind must be known and its fields those of a constraint.
 func constraintsFromJSON(body []byte) ([]policy.Constraint, error) {
@@ -91,14 +66,14 @@ func constraintsFromJSON(body []byte) ([]policy.Constraint, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
 	}
-	if err := decodeStrictJSON(bytes.NewReader(body), &in); err != nil {
+	if err := decodeJSON(body, &in); err != nil {
 		return nil, err
 	}
 	out := make([]policy.Constraint, 0, len(in.Constraints))
 	for i, raw := range in.Constraints {
 		field := fmt.Sprintf("constraints.%d", i)
 		var c policy.Constraint
-		if err := decodeStrictJSON(bytes.NewReader(raw), &c); err != nil {
+		if err := decodeJSON(raw, &c); err != nil {
 			var ae *apperr.Error
 			if errors.As(err, &ae) && len(ae.Fields) > 0 {
 				f := ae.Fields[0]
@@ -179,9 +154,9 @@ func approvalConstraints(c echo.Context) ([]policy.Constraint, error) {
 	}
 	switch kind {
 	case bodyJSON:
-		body, err := io.ReadAll(c.Request().Body)
+		body, err := readBody(c)
 		if err != nil {
-			return nil, apperr.Errorf(apperr.EBADREQ, "The request body could not be read.")
+			return nil, err
 		}
 		return constraintsFromJSON(body)
 	case bodyForm:
@@ -205,7 +180,11 @@ func rejectionReason(c echo.Context) (string, error) {
 		var in struct {
 			Reason string `json:"reason"`
 		}
-		if err := decodeStrictJSON(c.Request().Body, &in); err != nil {
+		body, err := readBody(c)
+		if err != nil {
+			return "", err
+		}
+		if err := decodeJSON(body, &in); err != nil {
 			return "", err
 		}
 		return in.Reason, nil

@@ -296,11 +296,16 @@ func (s *Server) bulkApprovals(c echo.Context) error {
 	if action == "reject" && strings.TrimSpace(reason) == "" {
 		return apperr.Invalid("Give a reason for rejecting the selected packets.", apperr.FieldError{Field: "reason", Message: "is required"})
 	}
+	if n := len(form["ids"]); n > maxBulkIDs {
+		return apperr.Invalid(fmt.Sprintf("Select at most %d packets at once (%d were sent).", maxBulkIDs, n),
+			apperr.FieldError{Field: "ids", Message: fmt.Sprintf("at most %d", maxBulkIDs)})
+	}
 	ctx, p := c.Request().Context(), principal(c)
 	var failed []string
 	for _, raw := range form["ids"] {
 		id, err := uuid.Parse(raw)
 		if err != nil {
+			failed = append(failed, "A selected packet id was not valid.")
 			continue
 		}
 		if action == "approve" {
@@ -313,10 +318,27 @@ func (s *Server) bulkApprovals(c echo.Context) error {
 		}
 	}
 	if len(failed) > 0 {
-		c.Response().Header().Set("HX-Trigger", mustJSON(map[string]any{"bulk-failed": strings.Join(failed, " ")}))
+		// A header carries a bounded summary, never the whole list.
+		msg := strings.Join(failed[:min(len(failed), 3)], " ")
+		if len(failed) > 3 {
+			msg += fmt.Sprintf(" (%d more could not be resolved.)", len(failed)-3)
+		}
+		c.Response().Header().Set("HX-Trigger", mustJSON(map[string]any{"bulk-failed": truncateRunes(msg, 1000)}))
 	}
 	q, _ := url.ParseQuery(form.Get("query"))
 	return s.renderQueue(c, q, http.StatusOK)
+}
+
+// maxBulkIDs caps a bulk approve or reject.
+const maxBulkIDs = 100
+
+// truncateRunes cuts s to at most n characters.
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
 }
 
 func mustJSON(v any) string {

@@ -3,10 +3,12 @@ package web
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -51,6 +53,9 @@ type problem struct {
 	RequestID string              `json:"request_id,omitempty"`
 	Errors    []apperr.FieldError `json:"errors,omitempty"`
 	Extra     map[string]any      `json:"-"`
+	// dataBug marks input the database refused: validation should have
+	// caught it, so it is logged like an internal error.
+	dataBug bool
 }
 
 // body is the problem+json document.
@@ -81,11 +86,20 @@ func problemFor(c echo.Context, err error) problem {
 }
 
 // toProblem turns any error into what the caller may see. Only errors that
-// carry a code (apperr.Error, echo.HTTPError) show their message.
+// carry a code (apperr.Error, echo.HTTPError) show their message. A
+// database that cannot be reached is 503 with a retry hint, not 500; a
+// value the database refused as data (a gap in validation, logged as a
+// bug) is 400, never 500.
 func toProblem(err error) problem {
 	var ae *apperr.Error
 	var he *echo.HTTPError
+	var pe *pgconn.PgError
 	switch {
+	case dbUnavailable(err):
+		return problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
+			Detail: "The database cannot be reached right now; retry shortly.", Extra: map[string]any{"retry_after": 5}}
+	case errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"):
+		return problem{Status: http.StatusBadRequest, Code: apperr.EBADREQ, Detail: "The request holds a value that cannot be stored.", dataBug: true}
 	case errors.As(err, &ae):
 		status, ok := codeStatus[ae.Code]
 		if !ok {
@@ -118,7 +132,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		return
 	}
 	p := problemFor(c, err)
-	if p.Status >= 500 {
+	switch {
+	case p.Status == http.StatusServiceUnavailable:
+		s.log.Warn("database unavailable", "err", err, "request_id", p.RequestID, "method", c.Request().Method, "path", c.Request().URL.Path)
+	case p.Status >= 500, p.dataBug:
 		s.log.Error("request failed", "err", err, "request_id", p.RequestID, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
 	if p.Status == http.StatusUnauthorized && isAPI(c) {
@@ -160,6 +177,25 @@ func isHTMX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") =
 func wantsJSON(c echo.Context) bool {
 	accept := c.Request().Header.Get(echo.HeaderAccept)
 	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
+}
+
+// dbUnavailable reports whether err means the database could not be
+// reached or is shutting down, as opposed to refusing the request.
+func dbUnavailable(err error) bool {
+	var ce *pgconn.ConnectError
+	var pe *pgconn.PgError
+	var ne *net.OpError
+	switch {
+	case errors.As(err, &ce):
+		return true
+	case errors.As(err, &pe):
+		// connection exceptions, admin or crash shutdown, cannot connect now,
+		// too many connections
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
+	case errors.As(err, &ne):
+		return true
+	}
+	return false
 }
 
 // sentence capitalises a library message and ends it with a full stop.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ func argumentsFromForm(tool *tools.Tool, form url.Values) (json.RawMessage, erro
 			args[p.Name] = n
 		case "number":
 			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
+			if err != nil || math.IsInf(n, 0) || math.IsNaN(n) {
 				fields = append(fields, apperr.FieldError{Field: field, Message: "must be a number"})
 				continue
 			}
@@ -83,7 +84,7 @@ func argumentsFromForm(tool *tools.Tool, form url.Values) (json.RawMessage, erro
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
-		return nil, err
+		return nil, apperr.Invalid("Some arguments could not be read.", apperr.FieldError{Field: "arguments", Message: "could not be encoded as JSON"})
 	}
 	return b, nil
 }

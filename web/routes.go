@@ -26,6 +26,7 @@ func (s *Server) routes() *echo.Echo {
 		Skipper:    func(c echo.Context) bool { return c.Path() == "/metrics" },
 	}))
 	e.Use(middleware.BodyLimit("1M"))
+	e.Use(s.checkInput)
 	e.Use(middleware.SecureWithConfig(middleware.SecureConfig{
 		XSSProtection:         "0",
 		ContentTypeNosniff:    "nosniff",

@@ -190,3 +190,7 @@ func (s *Server) ready(ctx context.Context) error {
 	defer cancel()
 	return s.pool.Ping(ctx)
 }
+
+// Routes lists every route the server answers (method and path), for
+// tests that must cover them all.
+func (s *Server) Routes() []*echo.Route { return s.echo.Routes() }

@@ -33,6 +33,7 @@ const password = "a long enough password"
 
 // env is one test's server on its own database.
 type env struct {
+	srv  *web.Server
 	t    *testing.T
 	url  string
 	pool *pgxpool.Pool
@@ -77,7 +78,7 @@ func newEnvConfig(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry, cf
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() { hs.Close(); srv.Close() })
-	return &env{t: t, url: hs.URL, pool: pool, auth: a, ws: ws.String()}
+	return &env{t: t, url: hs.URL, pool: pool, auth: a, ws: ws.String(), srv: srv}
 }
 
 // user creates a user and returns a browser-like client signed in as them.

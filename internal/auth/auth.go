@@ -277,7 +277,7 @@ func (s *Service) CreateToken(ctx context.Context, email string, kind TokenKind,
 		return "", apperr.Invalid("kind must be agent or user", apperr.FieldError{Field: "kind", Message: "must be agent or user"})
 	}
 	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 100 {
+	if name == "" || utf8.RuneCountInString(name) > 100 {
 		return "", apperr.Invalid("name must have 1 to 100 characters", apperr.FieldError{Field: "name", Message: "must have 1 to 100 characters"})
 	}
 	email, err := NormalizeEmail(email)

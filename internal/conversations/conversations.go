@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -179,7 +180,7 @@ func (s *Service) PostMessage(ctx context.Context, p auth.Principal, id uuid.UUI
 		return Message{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens post as the assistant, not as the user.")
 	}
 	content = strings.TrimSpace(content)
-	if content == "" || len(content) > 20000 {
+	if content == "" || utf8.RuneCountInString(content) > 20000 {
 		return Message{}, apperr.Invalid("The message must have 1 to 20000 characters.", apperr.FieldError{Field: "content", Message: "must have 1 to 20000 characters"})
 	}
 	if _, err := s.Get(ctx, p, id); err != nil {

@@ -32,6 +32,15 @@ import (
 
 var keyFormat = regexp.MustCompile(`^[A-Za-z0-9_-]{16,64}$`)
 
+// ParseIdempotencyKey checks a key as a caller sent it (header or body): 16
+// to 64 of A–Z a–z 0–9 _ -, nothing else (no spaces, no Unicode look-alikes).
+func ParseIdempotencyKey(key string) (string, error) {
+	if !keyFormat.MatchString(key) {
+		return "", ErrBadIdempotencyKey
+	}
+	return key, nil
+}
+
 // DefaultIdempotencyLease is how long a key held by a request that never
 // finished keeps answering "in progress".
 const DefaultIdempotencyLease = 60 * time.Second
@@ -108,8 +117,9 @@ func principalKey(p auth.Principal) string {
 //   - the same request, whose holder died (past the lease): Held again if
 //     it recorded nothing, else Recorded with the proposal's real state.
 func (s *Service) BeginIdempotent(ctx context.Context, p auth.Principal, scope Scope, toolName, key string, hash []byte) (Begun, error) {
-	if !keyFormat.MatchString(key) {
-		return Begun{}, ErrBadIdempotencyKey
+	key, err := ParseIdempotencyKey(key)
+	if err != nil {
+		return Begun{}, err
 	}
 	tool, ok := s.tools.Get(toolName)
 	if !ok {

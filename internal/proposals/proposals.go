@@ -108,9 +108,11 @@ type Proposal struct {
 	RejectionReason string
 	ApplyPath       string
 	ProposedBy      string // "agent" or "user"
-	CreatedAt       time.Time
-	ClaimedAt       *time.Time
-	ResolvedAt      *time.Time
+	// ConfirmIgnored says why a caller's confirm: true granted nothing.
+	ConfirmIgnored string
+	CreatedAt      time.Time
+	ClaimedAt      *time.Time
+	ResolvedAt     *time.Time
 }
 
 // Packet is what a proposal shows of its approval packet.
@@ -133,6 +135,11 @@ type Input struct {
 	// Idem is the held key, if any: Propose links it to the proposal in the
 	// proposal's transaction.
 	Idem *Idem
+	// Confirm is ADR-036's confirm: true. From a user acting on their own
+	// scope it stands in for the owner's confirm card; it never replaces an
+	// approver, a witness or the principal, and from an agent it grants
+	// nothing (see ConfirmIgnored).
+	Confirm bool
 }
 
 // Service is the propose → apply service.
@@ -228,8 +235,10 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		msg := fmt.Sprintf("must have at least %d characters in this workspace", d.rationaleMin)
 		return Proposal{}, apperr.Invalid("The rationale is too short: "+msg+".", apperr.FieldError{Field: "rationale", Message: msg})
 	}
+	// Every call's audit row carries its rationale, refused ones too, so an
+	// agent's intent can be read from the audit log alone (ADR-036).
 	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
-		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID}
+		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID, "rationale": rationale}
 	refuse := func(err error, why map[string]any) (Proposal, error) {
 		for k, v := range why {
 			auditData[k] = v
@@ -249,6 +258,16 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
 	}
 	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
+		if apperr.Code(err) != apperr.ERATELIMIT {
+			return Proposal{}, err
+		}
+		// Not counted: the refusal is recorded outside the transaction that
+		// counted it.
+		tx.Rollback(ctx)
+		auditData["refused"] = "rate_limited"
+		if aerr := s.audit(ctx, s.q, p, tool, "proposal.refused", "tool", tool.Name, auditData); aerr != nil {
+			return Proposal{}, aerr
+		}
 		return Proposal{}, err
 	}
 	decisionJSON, err := json.Marshal(d.Decision)
@@ -262,6 +281,13 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	// The automatic path's decision is its effect-time decision: taken in
 	// this transaction, from the rows as they are now.
 	outcome := policy.AtEffect(policy.PathAuto, d.State, d.State)
+	confirmed, ignored := confirmByOwner(p, in.Confirm, outcome, d.State)
+	if confirmed {
+		// The owner's own confirm, sent with the call: what the owner's
+		// Apply would run now, it runs now, audited as such.
+		outcome = policy.OutcomeRun
+		auditData["confirmed_by_owner"] = true
+	}
 	status := StatusPending
 	switch outcome {
 	case policy.OutcomeEscalate:
@@ -284,6 +310,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	}
 	if status == StatusApplying {
 		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
+		if confirmed {
+			params.ApplyPath = nullText(PathHuman)
+		}
 	}
 	switch scope.Kind {
 	case ScopeConversation:
@@ -316,7 +345,13 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if outcome == policy.OutcomeRun {
 		// In-database tools run here and commit with the record: done, or
 		// not started. Outside tools commit the claim, then run.
-		return s.run(ctx, tx, q, p, row, tool, args, d.ws, PathAuto, d.constraints)
+		path := PathAuto
+		if confirmed {
+			path = PathHuman
+		}
+		out, err := s.run(ctx, tx, q, p, row, tool, args, d.ws, path, d.constraints)
+		out.ConfirmIgnored = ignored
+		return out, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
@@ -329,7 +364,28 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	}
 	out := fromRow(row)
 	out.Packet = packet
+	out.ConfirmIgnored = ignored
 	return out, nil
+}
+
+// confirmByOwner decides what a call's confirm: true does (ADR-036): from a
+// user (never an agent) proposing in their own scope — Propose only reads
+// scopes the caller owns — it confirms a call that waits only for the
+// owner's confirm card, exactly as the owner's Apply would run it now. It
+// never stands in for an approver, a witness or the principal. ignored says
+// why a confirm granted nothing.
+func confirmByOwner(p auth.Principal, confirm bool, outcome policy.Outcome, state policy.State) (confirmed bool, ignored string) {
+	switch {
+	case !confirm:
+		return false, ""
+	case p.IsAgent():
+		return false, "confirm: true from an agent token grants nothing; the scope's owner confirms."
+	case outcome == policy.OutcomeRun:
+		return false, "" // nothing to confirm: it runs anyway
+	case outcome == policy.OutcomeConfirm && policy.AtEffect(policy.PathOwner, state, state) == policy.OutcomeRun:
+		return true, ""
+	}
+	return false, fmt.Sprintf("confirm: true stands in only for the owner's confirm card; this call is %s and waits for an approver or the principal.", state)
 }
 
 // touchScope marks the scope as active; a conversation also gets the tool

@@ -1,0 +1,134 @@
+// Package receipts keeps the record that proves what happened: every
+// consequential outcome (an execution, a refusal, a correction, an expiry, a
+// change of a setting, a role or a violation) leaves a receipt, written in
+// the transaction of the outcome, so no outcome exists without its receipt.
+// A sequencer chains each workspace's receipts later, off the call path:
+// content_hash = sha256(JCS(content)),
+// hash = sha256(JCS({receipt_id, seq, prev_hash, content_hash, metadata})).
+package receipts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gowebpki/jcs"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gatehouse/gatehouse/db"
+)
+
+// Kinds of receipt.
+const (
+	KindExecution     = "execution"      // a call ran (auto, owner, approval, performed)
+	KindRefusal       = "refusal"        // rejected, blocked, a broken constraint, human-only for the agent
+	KindCorrection    = "correction"     // arguments edited before the call ran, both versions
+	KindExpiry        = "expiry"         // an approval packet nobody resolved in time
+	KindSettingChange = "setting_change" // a permission mode, trust level or workspace setting
+	KindRoleChange    = "role_change"    // a named approver role granted or revoked
+	KindViolation     = "violation"      // a violation flagged or cleared
+	KindRedaction     = "redaction"      // a receipt's content redacted
+)
+
+// Actor is who acted, as a receipt names them.
+type Actor struct {
+	Kind    string `json:"kind"` // user, agent or system
+	UserID  string `json:"user_id,omitempty"`
+	TokenID string `json:"token_id,omitempty"`
+	Role    string `json:"role,omitempty"`
+}
+
+// Content is what a receipt records. Fields that do not apply stay empty.
+type Content struct {
+	ReceiptID   string `json:"receipt_id"`
+	WorkspaceID string `json:"workspace_id"`
+	Kind        string `json:"kind"`
+	// Outcome names it within its kind: auto, owner, approval, performed
+	// (executions); rejected, blocked, constraint, human_only (refusals)…
+	Outcome     string `json:"outcome,omitempty"`
+	ProposalID  string `json:"proposal_id,omitempty"`
+	Actor       Actor  `json:"actor"`
+	ActionClass string `json:"action_class,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	// The decision at propose time and at the moment of effect.
+	DecisionAtPropose json.RawMessage `json:"decision_at_propose,omitempty"`
+	DecisionAtEffect  json.RawMessage `json:"decision_at_effect,omitempty"`
+	// Arguments are those that ran (or would have); ArgumentsBefore what
+	// the agent proposed, on a correction.
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsBefore json.RawMessage `json:"arguments_before,omitempty"`
+	// ToolsHash is the hash of the tool declarations in force.
+	ToolsHash string `json:"tools_hash,omitempty"`
+	Rationale string `json:"rationale,omitempty"`
+	// Reason says why (a rejection's reason, a broken constraint…).
+	Reason string `json:"reason,omitempty"`
+	// Change is a setting's old and new value, a role, a violation.
+	Change map[string]any `json:"change,omitempty"`
+	Time   string         `json:"time"`
+}
+
+// Metadata is what a receipt keeps through a redaction, hashed into the
+// chain with its content hash.
+type Metadata struct {
+	WorkspaceID string `json:"workspace_id"`
+	Kind        string `json:"kind"`
+	ProposalID  string `json:"proposal_id,omitempty"`
+	ActionClass string `json:"action_class,omitempty"`
+	Time        string `json:"time"`
+}
+
+// Canonical is the RFC 8785 (JCS) form of v.
+func Canonical(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: encode: %w", err)
+	}
+	out, err := jcs.Transform(b)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: canonicalise: %w", err)
+	}
+	return out, nil
+}
+
+// ContentHash is sha256(JCS(content)).
+func ContentHash(content any) ([]byte, error) {
+	b, err := Canonical(content)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// Record writes a receipt for c with q, in the caller's transaction (the
+// outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
+func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {
+	id := uuid.New()
+	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
+	c.Time = now.UTC().Format(time.RFC3339Nano)
+	contentJSON, err := Canonical(c)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	sum := sha256.Sum256(contentJSON)
+	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("receipts: encode metadata: %w", err)
+	}
+	var proposal uuid.NullUUID
+	if c.ProposalID != "" {
+		if pid, err := uuid.Parse(c.ProposalID); err == nil {
+			proposal = uuid.NullUUID{UUID: pid, Valid: true}
+		}
+	}
+	if err := q.InsertReceipt(ctx, db.InsertReceiptParams{ID: id, WorkspaceID: workspaceID, Kind: c.Kind, ProposalID: proposal,
+		ActionClass: pgText(c.ActionClass), Content: contentJSON, ContentHash: sum[:], Metadata: meta}); err != nil {
+		return uuid.Nil, fmt.Errorf("receipts: record %s: %w", c.Kind, err)
+	}
+	return id, nil
+}
+
+func pgText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
