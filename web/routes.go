@@ -1,9 +1,9 @@
 package web
 
 import (
-	"net/http"
+	"net"
+	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/labstack/echo-contrib/echoprometheus"
 	"github.com/labstack/echo/v4"
@@ -16,10 +16,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	// The client's address (for the sign-in brake and logs): X-Forwarded-For
-	// is believed only from a proxy on loopback or a private network, so a
-	// client on the internet cannot choose its own address.
-	e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	e.IPExtractor = clientAddress(s.cfg.TrustedProxies)
 
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)
@@ -70,21 +67,12 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/proposals/:id/performed", s.apiPerformProposal)
 
 	// Browser pages: cookie sessions and CSRF on every one.
-	csrf := middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
-		CookieName:     "gatehouse_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   s.cfg.CookieSecure,
-		CookieSameSite: http.SameSiteLaxMode,
-		// A bearer token is not sent by browsers on their own, so a request
-		// that carries one (a script on the admin JSON endpoints) cannot be
-		// forged cross-site.
-		Skipper: func(c echo.Context) bool {
-			return strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		},
-	})
-	session := []echo.MiddlewareFunc{s.loadSession, csrf}
+	csrf := middleware.CSRFWithConfig(s.csrfConfig())
+	// Signed-in pages and their error pages are never stored by a cache. A
+	// request with a bearer token and a session cookie is refused; one with
+	// only a bearer token gets no exemption from CSRF here (bearerOr is the
+	// one way in by token).
+	session := []echo.MiddlewareFunc{noStore, s.oneCredential, s.loadSession, csrf}
 	signedIn := slices.Concat(session, []echo.MiddlewareFunc{s.requireUser})
 	approver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireApprover})
 
@@ -119,7 +107,7 @@ func (s *Server) routes() *echo.Echo {
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.
 	resolver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireResolver})
-	resolverOrToken := []echo.MiddlewareFunc{s.bearerOr(signedIn), s.requireResolver}
+	resolverOrToken := []echo.MiddlewareFunc{noStore, s.oneCredential, s.bearerOr(signedIn), s.requireResolver}
 	e.GET("/admin/approvals", s.approvalsQueue, resolverOrToken...)
 	e.GET("/admin/approvals/events", s.streamEvents, resolver...)
 	e.POST("/admin/approvals/bulk", s.bulkApprovals, resolver...)
@@ -128,4 +116,21 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/admin/approvals/:id/approve", s.approveApproval, resolverOrToken...)
 	e.POST("/admin/approvals/:id/reject", s.rejectApproval, resolverOrToken...)
 	return e
+}
+
+// clientAddress finds the client's address (for the sign-in brake and
+// logs). X-Forwarded-For is believed only from the configured proxies, read
+// from the right up to the first address that is not one of them, so a
+// client cannot choose its own address; with none configured, the header
+// is ignored.
+func clientAddress(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		p = p.Masked()
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }

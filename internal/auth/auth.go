@@ -7,9 +7,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -202,6 +204,12 @@ var ErrBadCredentials = apperr.Errorf(apperr.EUNAUTH, "The email or password is 
 // Authenticate checks an email and password and returns the principal.
 func (s *Service) Authenticate(ctx context.Context, email, password string) (Principal, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
+	// An email no user can have (PostgreSQL would refuse its bytes) is a
+	// wrong email, at the same cost, never an error of ours.
+	if len(email) > 254 || !utf8.ValidString(email) || strings.ContainsRune(email, 0) {
+		CheckPassword(password, dummyHash)
+		return Principal{}, ErrBadCredentials
+	}
 	u, err := s.q.GetUserByEmail(ctx, email)
 	if errors.Is(err, pgx.ErrNoRows) {
 		CheckPassword(password, dummyHash)
@@ -342,44 +350,86 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// Sign-in brakes: failed attempts are counted per account and per address
-// in fixed windows, in PostgreSQL (so they hold across instances).
+// The sign-in brake slows an attacker without locking the real user out.
+// Failed attempts are counted in fixed windows, in PostgreSQL (so the brake
+// holds across instances), per (account, address) pair and per address. An
+// attempt is refused when its own pair or its address is over the limit:
+// failures on an account from elsewhere never refuse a client that has not
+// been failing, so the right password from a fresh address still signs in
+// while the account is under attack. An IPv6 client counts by its /64, the
+// block one subscriber usually holds, so it cannot dodge the brake by
+// walking its own addresses.
 const (
 	signInWindow             = 15 * time.Minute
-	signInFailuresPerAccount = 10
+	signInFailuresPerPair    = 10
 	signInFailuresPerAddress = 50
 )
 
-// SignIn authenticates a browser sign-in, refusing further attempts for an
-// account or an address that failed too often in the current window (429,
-// with retry_after). The answer never tells whether the account exists.
+// SignIn authenticates a browser sign-in from the client at address,
+// refusing it while that client failed too often on this account, or on
+// any, in the current window (429, with retry_after). The answer never
+// tells whether the account exists.
 func (s *Service) SignIn(ctx context.Context, email, password, address string) (Principal, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	now := time.Now()
 	start := now.Truncate(signInWindow)
-	buckets := []struct {
-		key   string
-		limit int
-	}{{"signin:account:" + email, signInFailuresPerAccount}, {"signin:address:" + address, signInFailuresPerAddress}}
+	buckets := signInBuckets(email, brakeAddress(address))
+	// The attempt is counted before the password is checked, so guesses
+	// sent in parallel cannot all slip in under the limit; one that turns
+	// out right is taken back below.
+	over := false
 	for _, b := range buckets {
-		n, err := s.q.GetRateCount(ctx, db.GetRateCountParams{Bucket: b.key, WindowStart: start})
+		n, err := s.q.CountRate(ctx, db.CountRateParams{Bucket: b.key, WindowStart: start, ExpiresAt: start.Add(signInWindow)})
 		if err != nil {
 			return Principal{}, fmt.Errorf("auth: sign-in brake: %w", err)
 		}
-		if int(n) >= b.limit {
-			wait := start.Add(signInWindow).Sub(now)
-			e := apperr.Errorf(apperr.ERATELIMIT, "Too many failed sign-ins. Try again in %d minutes.", int(wait.Minutes())+1)
-			e.Extra = map[string]any{"retry_after": int(wait.Seconds()) + 1}
-			return Principal{}, e
-		}
+		over = over || int(n) > b.limit
+	}
+	if over {
+		wait := start.Add(signInWindow).Sub(now)
+		e := apperr.Errorf(apperr.ERATELIMIT, "Too many failed sign-ins. Try again in %d minutes.", int(wait.Minutes())+1)
+		e.Extra = map[string]any{"retry_after": int(wait.Seconds()) + 1}
+		return Principal{}, e
 	}
 	p, err := s.Authenticate(ctx, email, password)
-	if apperr.Code(err) == apperr.EUNAUTH {
+	if apperr.Code(err) != apperr.EUNAUTH {
+		// Signed in (or failed on our side): not a failed guess. Best
+		// effort: a count left behind only brings the brake one step nearer.
 		for _, b := range buckets {
-			if _, cerr := s.q.CountRate(ctx, db.CountRateParams{Bucket: b.key, WindowStart: start, ExpiresAt: start.Add(signInWindow)}); cerr != nil {
-				return Principal{}, fmt.Errorf("auth: count failed sign-in: %w", cerr)
-			}
+			_ = s.q.UncountRate(context.WithoutCancel(ctx), db.UncountRateParams{Bucket: b.key, WindowStart: start})
 		}
 	}
 	return p, err
+}
+
+type signInBucket struct {
+	key   string
+	limit int
+}
+
+// signInBuckets are the rate buckets of a sign-in attempt: its (account,
+// address) pair, hashed so an arbitrary email makes a key of fixed size,
+// and its address.
+func signInBuckets(email, address string) []signInBucket {
+	pair := sha256.Sum256([]byte(email + "\x00" + address))
+	return []signInBucket{
+		{"signin:pair:" + hex.EncodeToString(pair[:]), signInFailuresPerPair},
+		{"signin:address:" + address, signInFailuresPerAddress},
+	}
+}
+
+// brakeAddress is the client address the brake counts by: an IPv4 address
+// as it is (also when written IPv4-mapped), an IPv6 address by its /64, and
+// "unknown" for anything that is not an IP address.
+func brakeAddress(address string) string {
+	ip, err := netip.ParseAddr(address)
+	if err != nil {
+		return "unknown"
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
 }
