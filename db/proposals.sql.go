@@ -670,6 +670,106 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 	return items, nil
 }
 
+const listRecentDecided = `-- name: ListRecentDecided :many
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE (conversation_id = $1 OR notebook_id = $2) AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100
+`
+
+type ListRecentDecidedParams struct {
+	ConversationID uuid.NullUUID
+	NotebookID     uuid.NullUUID
+}
+
+type ListRecentDecidedRow struct {
+	ID            uuid.UUID
+	Tool          string
+	Status        string
+	ActionClass   pgtype.Text
+	Edited        bool
+	DecisionInput []byte
+	CreatedAt     time.Time
+}
+
+// The scope's last calls with the inputs they were decided on, newest
+// first, for the shadow preview (the caller checked the scope is theirs).
+func (q *Queries) ListRecentDecided(ctx context.Context, arg ListRecentDecidedParams) ([]ListRecentDecidedRow, error) {
+	rows, err := q.db.Query(ctx, listRecentDecided, arg.ConversationID, arg.NotebookID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListRecentDecidedRow{}
+	for rows.Next() {
+		var i ListRecentDecidedRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tool,
+			&i.Status,
+			&i.ActionClass,
+			&i.Edited,
+			&i.DecisionInput,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRecentDecidedInWorkspace = `-- name: ListRecentDecidedInWorkspace :many
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE workspace_id = $1 AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100
+`
+
+type ListRecentDecidedInWorkspaceRow struct {
+	ID            uuid.UUID
+	Tool          string
+	Status        string
+	ActionClass   pgtype.Text
+	Edited        bool
+	DecisionInput []byte
+	CreatedAt     time.Time
+}
+
+// The workspace's last calls, for an admin's preview of a workspace setting.
+func (q *Queries) ListRecentDecidedInWorkspace(ctx context.Context, workspaceID uuid.UUID) ([]ListRecentDecidedInWorkspaceRow, error) {
+	rows, err := q.db.Query(ctx, listRecentDecidedInWorkspace, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListRecentDecidedInWorkspaceRow{}
+	for rows.Next() {
+		var i ListRecentDecidedInWorkspaceRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tool,
+			&i.Status,
+			&i.ActionClass,
+			&i.Edited,
+			&i.DecisionInput,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listStuckProposals = `-- name: ListStuckProposals :many
 SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals
 WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2

@@ -81,3 +81,20 @@ ORDER BY claimed_at LIMIT 100;
 UPDATE proposals SET status = sqlc.arg(status), error = sqlc.narg(error), resolved_at = now()
 WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < sqlc.arg(cutoff)
 RETURNING *;
+
+-- name: ListRecentDecided :many
+-- The scope's last calls with the inputs they were decided on, newest
+-- first, for the shadow preview (the caller checked the scope is theirs).
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100;
+
+-- name: ListRecentDecidedInWorkspace :many
+-- The workspace's last calls, for an admin's preview of a workspace setting.
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE workspace_id = $1 AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100;

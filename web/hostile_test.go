@@ -190,3 +190,27 @@ func TestLengths_CountCharactersNotBytes(t *testing.T) {
 		t.Fatalf("a 201-character title: %d", resp.StatusCode)
 	}
 }
+
+func TestPreview_TheOwnerSeesWhatAutoModeWouldHaveRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	user := e.token("owner@example.com", auth.TokenUser)
+	_, conv := e.api("POST", "/api/v1/conversations", user, map[string]any{})
+	base := "/api/v1/conversations/" + conv["id"].(string)
+	_, p := e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.put",
+		"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "store the note"})
+	e.api("POST", "/api/v1/proposals/"+p["proposal_id"].(string)+"/reject", user, map[string]any{"reason": "not that"})
+	resp, pv := e.api("GET", base+"/preview?permission_mode=auto", agent, nil)
+	if resp.StatusCode != http.StatusOK || pv["would_run"] != float64(1) || pv["ran_without_asking"] != float64(0) {
+		t.Fatalf("preview: %d %v", resp.StatusCode, pv)
+	}
+	page, body := owner.get("/conversations/" + conv["id"].(string) + "/preview?permission_mode=auto")
+	if page.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="preview-would-run">1<`) || !strings.Contains(body, "records.put (rejected)") {
+		t.Fatalf("the page's preview: %d %s", page.StatusCode, body)
+	}
+	if _, convPage := owner.get("/conversations/" + conv["id"].(string)); !strings.Contains(convPage, "What would change") {
+		t.Fatal("the conversation header offers no preview")
+	}
+}

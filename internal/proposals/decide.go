@@ -87,6 +87,30 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 		rationaleMin: int(wsRow.RationaleMinLength), call: call}, nil
 }
 
+// ownsScope checks that the scope is the caller's (someone else's is not
+// found).
+func (s *Service) ownsScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope) error {
+	var err error
+	switch scope.Kind {
+	case ScopeConversation:
+		_, err = q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return conversations.ErrNotFound
+		}
+	case ScopeNotebook:
+		_, err = q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notebooks.ErrNotFound
+		}
+	default:
+		return fmt.Errorf("proposals: unknown scope %q", scope.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("proposals: read scope: %w", err)
+	}
+	return nil
+}
+
 // readScope reads the scope's row and applies its gate alone (the scope's
 // disposition is kept on the proposal beside the final state).
 func (s *Service) readScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (scopeDecision, error) {
