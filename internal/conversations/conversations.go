@@ -109,7 +109,8 @@ func (s *Service) List(ctx context.Context, p auth.Principal) ([]Conversation, e
 	}
 	out := make([]Conversation, len(rows))
 	for i, r := range rows {
-		out[i] = fromRow(r)
+		out[i] = fromRow(r.Conversation)
+		out[i].UpdatedAt = r.ActiveAt
 	}
 	return out, nil
 }
@@ -196,7 +197,6 @@ func (s *Service) PostMessage(ctx context.Context, p auth.Principal, id uuid.UUI
 	if err != nil {
 		return Message{}, fmt.Errorf("conversations: post message: %w", err)
 	}
-	_ = s.q.TouchConversation(ctx, id)
 	return messageFromRow(m), nil
 }
 

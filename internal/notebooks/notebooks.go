@@ -101,7 +101,8 @@ func (s *Service) List(ctx context.Context, p auth.Principal) ([]Notebook, error
 	}
 	out := make([]Notebook, len(rows))
 	for i, r := range rows {
-		out[i] = fromRow(r)
+		out[i] = fromRow(r.Notebook)
+		out[i].UpdatedAt = r.ActiveAt
 	}
 	return out, nil
 }
