@@ -155,6 +155,9 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 				s.log.Info("approvals expired", "count", len(ids))
 			}
 		case <-slow.C:
+			if s.auth != nil {
+				s.auth.SweepTokenCache(time.Now())
+			}
 			if s.props != nil {
 				if n, err := s.props.Reconcile(ctx); err != nil && ctx.Err() == nil {
 					s.log.Warn("reconciling approvals", "err", err)

@@ -139,7 +139,12 @@ func (s *Service) changeApproverRole(ctx context.Context, actor Principal, email
 		map[string]any{"action": action, "role": role, "user_id": m.UserID.String()}, time.Now()); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	// The user's cached tokens carry their roles: read them afresh.
+	s.tokens.forget(func(p Principal) bool { return p.UserID == m.UserID })
+	return nil
 }
 
 // joinInvalid merges validation errors into one EINVALID error that names

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -125,11 +126,64 @@ type Service struct {
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	params PasswordParams
+	tokens tokenCache
 }
 
 // NewService returns an auth service that hashes new passwords with params.
 func NewService(pool *pgxpool.Pool, params PasswordParams) *Service {
-	return &Service{pool: pool, q: db.New(pool), params: params}
+	return &Service{pool: pool, q: db.New(pool), params: params, tokens: tokenCache{ttl: TokenCacheTTL}}
+}
+
+// TokenCacheTTL is how long an authenticated token is believed without
+// asking the database again: a revoked token (or a changed role) takes
+// effect within it on every instance, with no message between them.
+const TokenCacheTTL = time.Second
+
+// tokenCache remembers authenticated tokens, by their hash, for a short
+// time: an agent's burst of calls costs one lookup a second, not one a
+// call. Entries are only ever read within their TTL.
+type tokenCache struct {
+	ttl time.Duration
+	m   sync.Map // [32]byte → cachedToken
+}
+
+type cachedToken struct {
+	p       Principal
+	expires time.Time
+}
+
+// forget drops the cached tokens that match, at once on this instance
+// (other instances within the TTL).
+func (c *tokenCache) forget(match func(Principal) bool) {
+	c.m.Range(func(k, v any) bool {
+		if match(v.(cachedToken).p) {
+			c.m.Delete(k)
+		}
+		return true
+	})
+}
+
+func (c *tokenCache) get(sum [32]byte, now time.Time) (cachedToken, bool) {
+	v, ok := c.m.Load(sum)
+	if !ok {
+		return cachedToken{}, false
+	}
+	e := v.(cachedToken)
+	if !now.Before(e.expires) {
+		c.m.Delete(sum)
+		return cachedToken{}, false
+	}
+	return e, true
+}
+
+// sweep drops expired entries so revoked or unused tokens do not pile up.
+func (c *tokenCache) sweep(now time.Time) {
+	c.m.Range(func(k, v any) bool {
+		if !now.Before(v.(cachedToken).expires) {
+			c.m.Delete(k)
+		}
+		return true
+	})
 }
 
 // EnsureDefaultWorkspace creates the default workspace if it is missing.
@@ -318,6 +372,10 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 		return Principal{}, ErrBadToken
 	}
 	sum := sha256.Sum256([]byte(token))
+	now := time.Now()
+	if e, ok := s.tokens.get(sum, now); ok {
+		return e.p, nil
+	}
 	row, err := s.q.LookupAPIToken(ctx, sum[:])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrBadToken
@@ -325,13 +383,19 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
 	}
-	// Best effort: a failed touch must not fail the request.
-	_ = s.q.TouchAPIToken(ctx, row.ID)
-	return Principal{
+	p := Principal{
 		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
 		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, ApproverRoles: row.ApproverRoles,
-	}, nil
+	}
+	// Best effort, and at most once a minute per token (the query says so
+	// too): a failed touch must not fail the request.
+	_ = s.q.TouchAPIToken(ctx, row.ID)
+	s.tokens.m.Store(sum, cachedToken{p: p, expires: now.Add(s.tokens.ttl)})
+	return p, nil
 }
+
+// SweepTokenCache drops expired cached tokens; the server's sweeper calls it.
+func (s *Service) SweepTokenCache(now time.Time) { s.tokens.sweep(now) }
 
 // RevokeToken revokes a token by id.
 func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
@@ -342,6 +406,7 @@ func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
 	if n == 0 {
 		return apperr.Errorf(apperr.ENOTFOUND, "No live token has that id.")
 	}
+	s.tokens.forget(func(p Principal) bool { return p.TokenID == id })
 	return nil
 }
 
