@@ -837,6 +837,82 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 	return items, nil
 }
 
+const readConversationForDecision = `-- name: ReadConversationForDecision :one
+SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+FROM conversations c JOIN workspaces w ON w.id = c.workspace_id
+WHERE c.id = $1 AND c.workspace_id = $2 AND c.owner_id = $3
+`
+
+type ReadConversationForDecisionParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+}
+
+type ReadConversationForDecisionRow struct {
+	PermissionMode      string
+	InternalDomains     []string
+	WebhookAllowlist    []string
+	AutoApproveHighRisk bool
+	RationaleMinLength  int32
+	OpenViolations      []string
+}
+
+// Everything the decision reads about a call in a conversation, in one
+// round trip: the conversation's mode (owner-scoped: another user's is not
+// found), the workspace's settings and the classes with an open violation.
+func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConversationForDecisionParams) (ReadConversationForDecisionRow, error) {
+	row := q.db.QueryRow(ctx, readConversationForDecision, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	var i ReadConversationForDecisionRow
+	err := row.Scan(
+		&i.PermissionMode,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+		&i.AutoApproveHighRisk,
+		&i.RationaleMinLength,
+		&i.OpenViolations,
+	)
+	return i, err
+}
+
+const readNotebookForDecision = `-- name: ReadNotebookForDecision :one
+SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
+WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3
+`
+
+type ReadNotebookForDecisionParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+}
+
+type ReadNotebookForDecisionRow struct {
+	TrustLevel          string
+	InternalDomains     []string
+	WebhookAllowlist    []string
+	AutoApproveHighRisk bool
+	RationaleMinLength  int32
+	OpenViolations      []string
+}
+
+// The same for a cell in a notebook: its trust level.
+func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookForDecisionParams) (ReadNotebookForDecisionRow, error) {
+	row := q.db.QueryRow(ctx, readNotebookForDecision, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	var i ReadNotebookForDecisionRow
+	err := row.Scan(
+		&i.TrustLevel,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+		&i.AutoApproveHighRisk,
+		&i.RationaleMinLength,
+		&i.OpenViolations,
+	)
+	return i, err
+}
+
 const recordEffectDecision = `-- name: RecordEffectDecision :exec
 UPDATE proposals SET effect_decision = $2 WHERE id = $1
 `

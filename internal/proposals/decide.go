@@ -18,7 +18,6 @@ import (
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
-	"github.com/gatehouse/gatehouse/internal/trust"
 )
 
 // decision is the layered decision on one call, with what it was taken on.
@@ -51,15 +50,11 @@ type scopeDecision struct {
 // found) and the workspace's settings, classifies the call, and runs every
 // layer (internal/policy). It reads rows as they are now, never cached.
 func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool, args json.RawMessage) (decision, error) {
-	sd, err := s.readScope(ctx, q, p, scope, tool)
+	rc, err := s.readForDecision(ctx, q, p, scope, tool)
 	if err != nil {
 		return decision{}, err
 	}
-	wsRow, err := q.GetWorkspace(ctx, p.WorkspaceID)
-	if err != nil {
-		return decision{}, fmt.Errorf("proposals: read workspace: %w", err)
-	}
-	ws := tools.Workspace{InternalDomains: wsRow.InternalDomains, WebhookAllowlist: wsRow.WebhookAllowlist, AutoApproveHighRisk: wsRow.AutoApproveHighRisk}
+	ws := rc.ws
 	var argMap map[string]any
 	if err := json.Unmarshal(args, &argMap); err != nil {
 		return decision{}, fmt.Errorf("proposals: decode arguments: %w", err)
@@ -71,20 +66,68 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 	}
 	class := tool.Class(argMap, ws, s.tools.Classes())
 	call := policy.Call{
-		Scope: policy.ScopeKind(scope.Kind), Effect: tool.Effect, Mode: sd.mode, Trust: sd.trust,
+		Scope: policy.ScopeKind(scope.Kind), Effect: tool.Effect, Mode: rc.scope.mode, Trust: rc.scope.trust,
 		Risk: tool.Contract.Risk, ActionClass: class,
 		HumanGated: tool.Contract.Gating.Required, ThresholdExceeded: tool.ThresholdExceeded(argMap),
 		ApproverRole:        tool.Contract.Gating.ApproverRole,
 		AutoApproveHighRisk: ws.AutoApproveHighRisk,
 		Constraints:         names,
+		// An open trust violation on the class holds it for review until
+		// the principal clears it.
+		OpenViolation: slices.Contains(rc.openViolations, class),
 	}
-	// An open trust violation on the class holds it for review until the
-	// principal clears it.
-	if call.OpenViolation, err = trust.HasOpenViolation(ctx, q, p.WorkspaceID, class); err != nil {
-		return decision{}, err
+	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: rc.scope, class: class, ws: ws, constraints: constraints,
+		rationaleMin: rc.rationaleMin, call: call}, nil
+}
+
+// decisionRows is what the decision reads from the database.
+type decisionRows struct {
+	scope          scopeDecision
+	ws             tools.Workspace
+	rationaleMin   int
+	openViolations []string
+}
+
+// readForDecision reads the scope's row (owner-scoped: someone else's
+// scope is not found), the workspace's settings and the classes with an
+// open trust violation, in one round trip, as they are now: never cached.
+func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (decisionRows, error) {
+	switch scope.Kind {
+	case ScopeConversation:
+		r, err := q.ReadConversationForDecision(ctx, db.ReadConversationForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return decisionRows{}, conversations.ErrNotFound
+		}
+		if err != nil {
+			return decisionRows{}, fmt.Errorf("proposals: read conversation: %w", err)
+		}
+		mode := policy.PermissionMode(r.PermissionMode)
+		return decisionRows{
+			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))},
+			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
+			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations,
+		}, nil
+	case ScopeNotebook:
+		r, err := q.ReadNotebookForDecision(ctx, db.ReadNotebookForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return decisionRows{}, notebooks.ErrNotFound
+		}
+		if err != nil {
+			return decisionRows{}, fmt.Errorf("proposals: read notebook: %w", err)
+		}
+		trust := policy.TrustLevel(r.TrustLevel)
+		gate, err := policy.GateAction(policy.TierOf(tool.Effect), trust)
+		if err != nil {
+			// gate is already the strictest outcome; say why it was taken.
+			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", scope.ID, "err", err)
+		}
+		return decisionRows{
+			scope:        scopeDecision{trust: trust, disposition: string(gate)},
+			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
+			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations,
+		}, nil
 	}
-	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: sd, class: class, ws: ws, constraints: constraints,
-		rationaleMin: int(wsRow.RationaleMinLength), call: call}, nil
+	return decisionRows{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
 }
 
 // ownsScope checks that the scope is the caller's (someone else's is not
@@ -109,39 +152,6 @@ func (s *Service) ownsScope(ctx context.Context, q *db.Queries, p auth.Principal
 		return fmt.Errorf("proposals: read scope: %w", err)
 	}
 	return nil
-}
-
-// readScope reads the scope's row and applies its gate alone (the scope's
-// disposition is kept on the proposal beside the final state).
-func (s *Service) readScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (scopeDecision, error) {
-	switch scope.Kind {
-	case ScopeConversation:
-		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return scopeDecision{}, conversations.ErrNotFound
-		}
-		if err != nil {
-			return scopeDecision{}, fmt.Errorf("proposals: read conversation: %w", err)
-		}
-		mode := policy.PermissionMode(conv.PermissionMode)
-		return scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))}, nil
-	case ScopeNotebook:
-		nb, err := q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return scopeDecision{}, notebooks.ErrNotFound
-		}
-		if err != nil {
-			return scopeDecision{}, fmt.Errorf("proposals: read notebook: %w", err)
-		}
-		trust := policy.TrustLevel(nb.TrustLevel)
-		gate, err := policy.GateAction(policy.TierOf(tool.Effect), trust)
-		if err != nil {
-			// gate is already the strictest outcome; say why it was taken.
-			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", nb.ID, "err", err)
-		}
-		return scopeDecision{trust: trust, disposition: string(gate)}, nil
-	}
-	return scopeDecision{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
 }
 
 // refusal is the 403 for a call nobody may run here (human_only, blocked),
