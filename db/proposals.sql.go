@@ -913,6 +913,189 @@ func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookF
 	return i, err
 }
 
+const recordAutoCall = `-- name: RecordAutoCall :one
+WITH p AS (
+    INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                           proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                           authority, risk, action_class, state, decision, constraints, status, result, error, dry_run,
+                           apply_path, resolved_by_user_id, claimed_at, resolved_at, effect_decision, decision_input)
+    VALUES ($1, $2, $3, $4, $5,
+            $3, $6, $7, $8, $9,
+            $10, $11, $12, $13, $14,
+            $15, $16, $17, $18, $19, $20,
+            $21, $22, $23, $24, 'auto', $3, now(), now(),
+            $19, $25)
+    RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+), line AS (
+    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
+    SELECT p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+), audit AS (
+    INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
+    SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, $27
+    FROM p, (VALUES ('proposal.created', $28::jsonb), ($29::text, $30::jsonb)) AS x (action, data)
+), receipt AS (
+    INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
+    SELECT $31, p.workspace_id, 'execution', p.id, p.action_class, $32, $33, $34
+    FROM p
+)
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM p
+`
+
+type RecordAutoCallParams struct {
+	ID                uuid.UUID
+	WorkspaceID       uuid.UUID
+	OwnerID           uuid.UUID
+	ConversationID    uuid.NullUUID
+	NotebookID        uuid.NullUUID
+	ProposedByTokenID uuid.NullUUID
+	ProposedByKind    string
+	Tool              string
+	Effect            string
+	Arguments         json.RawMessage
+	Rationale         string
+	PermissionMode    pgtype.Text
+	TrustLevel        pgtype.Text
+	Disposition       string
+	Authority         pgtype.Text
+	Risk              pgtype.Text
+	ActionClass       pgtype.Text
+	State             pgtype.Text
+	Decision          []byte
+	Constraints       json.RawMessage
+	Status            string
+	Result            []byte
+	Error             pgtype.Text
+	DryRun            bool
+	DecisionInput     []byte
+	ActorKind         string
+	RetentionUntil    time.Time
+	CreatedData       json.RawMessage
+	FinishedAction    string
+	FinishedData      json.RawMessage
+	ReceiptID         uuid.UUID
+	ReceiptContent    []byte
+	ReceiptHash       []byte
+	ReceiptMetadata   json.RawMessage
+}
+
+type RecordAutoCallRow struct {
+	ID                uuid.UUID
+	WorkspaceID       uuid.UUID
+	ConversationID    uuid.NullUUID
+	ProposedByUserID  uuid.UUID
+	ProposedByTokenID uuid.NullUUID
+	ProposedByKind    string
+	Tool              string
+	Effect            string
+	Arguments         json.RawMessage
+	Rationale         string
+	PermissionMode    pgtype.Text
+	Disposition       string
+	Status            string
+	AppliedArguments  []byte
+	Result            []byte
+	Error             pgtype.Text
+	RejectionReason   pgtype.Text
+	ResolvedByUserID  uuid.NullUUID
+	ApplyPath         pgtype.Text
+	CreatedAt         time.Time
+	ResolvedAt        *time.Time
+	NotebookID        uuid.NullUUID
+	OwnerID           uuid.UUID
+	TrustLevel        pgtype.Text
+	Authority         pgtype.Text
+	Risk              pgtype.Text
+	ActionClass       pgtype.Text
+	State             pgtype.Text
+	Decision          []byte
+	Constraints       json.RawMessage
+	DryRun            bool
+	ClaimedAt         *time.Time
+	EffectDecision    []byte
+	DecisionInput     []byte
+}
+
+// The automatic path's whole record in one statement, after the tool ran
+// in the same transaction: the proposal in its final state, its transcript
+// line (conversations), its two audit rows and its receipt. One round trip
+// instead of six, and no row any other call writes.
+func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) (RecordAutoCallRow, error) {
+	row := q.db.QueryRow(ctx, recordAutoCall,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.OwnerID,
+		arg.ConversationID,
+		arg.NotebookID,
+		arg.ProposedByTokenID,
+		arg.ProposedByKind,
+		arg.Tool,
+		arg.Effect,
+		arg.Arguments,
+		arg.Rationale,
+		arg.PermissionMode,
+		arg.TrustLevel,
+		arg.Disposition,
+		arg.Authority,
+		arg.Risk,
+		arg.ActionClass,
+		arg.State,
+		arg.Decision,
+		arg.Constraints,
+		arg.Status,
+		arg.Result,
+		arg.Error,
+		arg.DryRun,
+		arg.DecisionInput,
+		arg.ActorKind,
+		arg.RetentionUntil,
+		arg.CreatedData,
+		arg.FinishedAction,
+		arg.FinishedData,
+		arg.ReceiptID,
+		arg.ReceiptContent,
+		arg.ReceiptHash,
+		arg.ReceiptMetadata,
+	)
+	var i RecordAutoCallRow
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+		&i.ClaimedAt,
+		&i.EffectDecision,
+		&i.DecisionInput,
+	)
+	return i, err
+}
+
 const recordEffectDecision = `-- name: RecordEffectDecision :exec
 UPDATE proposals SET effect_decision = $2 WHERE id = $1
 `

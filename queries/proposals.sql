@@ -114,3 +114,34 @@ SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_hi
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
 FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
 WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3;
+
+-- name: RecordAutoCall :one
+-- The automatic path's whole record in one statement, after the tool ran
+-- in the same transaction: the proposal in its final state, its transcript
+-- line (conversations), its two audit rows and its receipt. One round trip
+-- instead of six, and no row any other call writes.
+WITH p AS (
+    INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                           proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                           authority, risk, action_class, state, decision, constraints, status, result, error, dry_run,
+                           apply_path, resolved_by_user_id, claimed_at, resolved_at, effect_decision, decision_input)
+    VALUES (sqlc.arg(id), sqlc.arg(workspace_id), sqlc.arg(owner_id), sqlc.narg(conversation_id), sqlc.narg(notebook_id),
+            sqlc.arg(owner_id), sqlc.narg(proposed_by_token_id), sqlc.arg(proposed_by_kind), sqlc.arg(tool), sqlc.arg(effect),
+            sqlc.arg(arguments), sqlc.arg(rationale), sqlc.narg(permission_mode), sqlc.narg(trust_level), sqlc.arg(disposition),
+            sqlc.narg(authority), sqlc.narg(risk), sqlc.narg(action_class), sqlc.narg(state), sqlc.arg(decision), sqlc.arg(constraints),
+            sqlc.arg(status), sqlc.narg(result), sqlc.narg(error), sqlc.arg(dry_run), 'auto', sqlc.arg(owner_id), now(), now(),
+            sqlc.arg(decision), sqlc.arg(decision_input))
+    RETURNING *
+), line AS (
+    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
+    SELECT p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+), audit AS (
+    INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
+    SELECT p.workspace_id, sqlc.arg(actor_kind), p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, sqlc.arg(retention_until)
+    FROM p, (VALUES ('proposal.created', sqlc.arg(created_data)::jsonb), (sqlc.arg(finished_action)::text, sqlc.arg(finished_data)::jsonb)) AS x (action, data)
+), receipt AS (
+    INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
+    SELECT sqlc.arg(receipt_id), p.workspace_id, 'execution', p.id, p.action_class, sqlc.arg(receipt_content), sqlc.arg(receipt_hash), sqlc.arg(receipt_metadata)
+    FROM p
+)
+SELECT * FROM p;

@@ -328,6 +328,13 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	case ScopeNotebook:
 		params.NotebookID = nullUUID(scope.ID)
 	}
+	if outcome == policy.OutcomeRun && !confirmed && (!tool.Outside() || policy.DryRun(d.constraints)) {
+		// The automatic path of a tool whose effect is in this database:
+		// run it, then record everything in one statement, one transaction.
+		out, err := s.runAuto(ctx, tx, q, p, params, tool, args, d, auditData, in.Idem)
+		out.ConfirmIgnored = ignored
+		return out, err
+	}
 	row, err := q.InsertProposal(ctx, params)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: insert: %w", err)

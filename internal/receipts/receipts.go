@@ -104,20 +104,34 @@ func ContentHash(content any) ([]byte, error) {
 	return sum[:], nil
 }
 
-// Record writes a receipt for c with q, in the caller's transaction (the
-// outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
-func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {
+// Prepared is a receipt ready to be written: its id, canonical content,
+// content hash and metadata.
+type Prepared struct {
+	ID          uuid.UUID
+	Kind        string
+	ProposalID  uuid.NullUUID
+	ActionClass string
+	Content     []byte
+	ContentHash []byte
+	Metadata    []byte
+}
+
+// Prepare fills c's ReceiptID, WorkspaceID and Time and computes what is
+// stored: the canonical content, its hash and the metadata. A caller that
+// writes the receipt with other statements in one round trip uses it;
+// Record does both.
+func Prepare(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
 	id := uuid.New()
 	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
 	c.Time = now.UTC().Format(time.RFC3339Nano)
 	contentJSON, err := Canonical(c)
 	if err != nil {
-		return uuid.Nil, err
+		return Prepared{}, err
 	}
 	sum := sha256.Sum256(contentJSON)
 	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("receipts: encode metadata: %w", err)
+		return Prepared{}, fmt.Errorf("receipts: encode metadata: %w", err)
 	}
 	var proposal uuid.NullUUID
 	if c.ProposalID != "" {
@@ -125,11 +139,21 @@ func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content
 			proposal = uuid.NullUUID{UUID: pid, Valid: true}
 		}
 	}
-	if err := q.InsertReceipt(ctx, db.InsertReceiptParams{ID: id, WorkspaceID: workspaceID, Kind: c.Kind, ProposalID: proposal,
-		ActionClass: pgText(c.ActionClass), Content: contentJSON, ContentHash: sum[:], Metadata: meta}); err != nil {
+	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, ContentHash: sum[:], Metadata: meta}, nil
+}
+
+// Record writes a receipt for c with q, in the caller's transaction (the
+// outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
+func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {
+	r, err := Prepare(workspaceID, c, now)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if err := q.InsertReceipt(ctx, db.InsertReceiptParams{ID: r.ID, WorkspaceID: workspaceID, Kind: r.Kind, ProposalID: r.ProposalID,
+		ActionClass: pgText(r.ActionClass), Content: r.Content, ContentHash: r.ContentHash, Metadata: r.Metadata}); err != nil {
 		return uuid.Nil, fmt.Errorf("receipts: record %s: %w", c.Kind, err)
 	}
-	return id, nil
+	return r.ID, nil
 }
 
 func pgText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
