@@ -224,6 +224,28 @@ func (q *Queries) GetReceiptForTrust(ctx context.Context, arg GetReceiptForTrust
 	return i, err
 }
 
+const getTrustThreshold = `-- name: GetTrustThreshold :one
+SELECT workspace_id, action_class, ci_low, min_samples, updated_at FROM trust_thresholds WHERE workspace_id = $1 AND action_class = $2
+`
+
+type GetTrustThresholdParams struct {
+	WorkspaceID uuid.UUID
+	ActionClass string
+}
+
+func (q *Queries) GetTrustThreshold(ctx context.Context, arg GetTrustThresholdParams) (TrustThreshold, error) {
+	row := q.db.QueryRow(ctx, getTrustThreshold, arg.WorkspaceID, arg.ActionClass)
+	var i TrustThreshold
+	err := row.Scan(
+		&i.WorkspaceID,
+		&i.ActionClass,
+		&i.CiLow,
+		&i.MinSamples,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const getTrustThresholdForUpdate = `-- name: GetTrustThresholdForUpdate :one
 SELECT workspace_id, action_class, ci_low, min_samples, updated_at FROM trust_thresholds WHERE workspace_id = $1 AND action_class = $2 FOR UPDATE
 `

@@ -121,3 +121,6 @@ INSERT INTO trust_thresholds (workspace_id, action_class, ci_low, min_samples)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (workspace_id, action_class) DO UPDATE SET ci_low = EXCLUDED.ci_low, min_samples = EXCLUDED.min_samples, updated_at = now()
 RETURNING *;
+
+-- name: GetTrustThreshold :one
+SELECT * FROM trust_thresholds WHERE workspace_id = $1 AND action_class = $2;
