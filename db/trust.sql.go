@@ -154,7 +154,8 @@ func (q *Queries) EvidenceTallies(ctx context.Context, workspaceID uuid.UUID) ([
 const evidenceTally = `-- name: EvidenceTally :one
 SELECT coalesce(sum(weight) FILTER (WHERE weight > 0), 0)::float8  AS positive,
        coalesce(sum(-weight) FILTER (WHERE weight < 0), 0)::float8 AS negative,
-       count(*) FILTER (WHERE weight <> 0)                         AS samples
+       count(*) FILTER (WHERE weight <> 0)                         AS samples,
+       count(*)                                                    AS rows
 FROM evidence
 WHERE workspace_id = $1 AND action_class = $2
 `
@@ -168,12 +169,18 @@ type EvidenceTallyRow struct {
 	Positive float64
 	Negative float64
 	Samples  int64
+	Rows     int64
 }
 
 func (q *Queries) EvidenceTally(ctx context.Context, arg EvidenceTallyParams) (EvidenceTallyRow, error) {
 	row := q.db.QueryRow(ctx, evidenceTally, arg.WorkspaceID, arg.ActionClass)
 	var i EvidenceTallyRow
-	err := row.Scan(&i.Positive, &i.Negative, &i.Samples)
+	err := row.Scan(
+		&i.Positive,
+		&i.Negative,
+		&i.Samples,
+		&i.Rows,
+	)
 	return i, err
 }
 

@@ -39,7 +39,8 @@ ORDER BY action_class;
 -- name: EvidenceTally :one
 SELECT coalesce(sum(weight) FILTER (WHERE weight > 0), 0)::float8  AS positive,
        coalesce(sum(-weight) FILTER (WHERE weight < 0), 0)::float8 AS negative,
-       count(*) FILTER (WHERE weight <> 0)                         AS samples
+       count(*) FILTER (WHERE weight <> 0)                         AS samples,
+       count(*)                                                    AS rows
 FROM evidence
 WHERE workspace_id = $1 AND action_class = $2;
 

@@ -474,3 +474,24 @@ func TestTrustPage_DrawsEachClassWithEvidenceAndListsOpenViolations(t *testing.T
 		t.Fatal("the violation is still listed after the clear")
 	}
 }
+
+func TestPosteriorAPI_AClassOutsideTheRegistryWithEvidenceIsFound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("ana@example.com", auth.RoleMember)
+	user := e.token("ana@example.com", auth.TokenUser)
+	// Evidence recorded under a workspace's local class, since removed.
+	if err := trust.Record(context.Background(), db.New(e.pool), trust.Evidence{WorkspaceID: mustUUID(t, e.ws), ActionClass: "crm.update",
+		Label: trust.LabelApproved, Provenance: trust.ProvenanceReceipt}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, post := e.api("GET", "/api/v1/action-classes/crm.update/posterior", user, nil); resp.StatusCode != http.StatusOK || post["samples"].(float64) != 1 {
+		t.Fatalf("a class with evidence: %d %v", resp.StatusCode, post)
+	}
+	if resp, _ := e.api("GET", "/api/v1/action-classes/crm.delete/posterior", user, nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a class with nothing: %d", resp.StatusCode)
+	}
+	if resp, _ := e.api("PUT", "/api/v1/action-classes/crm.update/threshold", user, map[string]any{"ci_low": 0.5, "min_samples": 3}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a member's threshold: %d", resp.StatusCode)
+	}
+}

@@ -461,24 +461,38 @@ func (s *Service) Violations(ctx context.Context, p auth.Principal, openOnly boo
 	return out, nil
 }
 
-// Posterior is the posterior of one class in the caller's workspace, an
-// unknown class not found. It recommends; it never unlocks.
+// Posterior is the posterior of one class in the caller's workspace: a
+// class the registry knows, or one with evidence or a violation (as
+// Posteriors lists them); any other is not found. It recommends; it never
+// unlocks.
 func (s *Service) Posterior(ctx context.Context, p auth.Principal, class string) (Posterior, error) {
-	c, ok := s.class(class)
-	if !ok {
+	c, known := s.class(class)
+	if !known {
+		var err error
+		if c, err = policy.CanonicalClass(class); err != nil {
+			return Posterior{}, errUnknownClass(class)
+		}
+	}
+	post, seen, err := s.posterior(ctx, s.q, p.WorkspaceID, c)
+	if err != nil {
+		return Posterior{}, err
+	}
+	if !known && !seen {
 		return Posterior{}, errUnknownClass(class)
 	}
-	return s.posterior(ctx, s.q, p.WorkspaceID, c)
+	return post, nil
 }
 
-func (s *Service) posterior(ctx context.Context, q *db.Queries, ws uuid.UUID, class string) (Posterior, error) {
+// posterior reads one class's posterior, and whether the class has any
+// evidence or an open violation.
+func (s *Service) posterior(ctx context.Context, q *db.Queries, ws uuid.UUID, class string) (Posterior, bool, error) {
 	t, err := q.EvidenceTally(ctx, db.EvidenceTallyParams{WorkspaceID: ws, ActionClass: class})
 	if err != nil {
-		return Posterior{}, fmt.Errorf("trust: tally %s: %w", class, err)
+		return Posterior{}, false, fmt.Errorf("trust: tally %s: %w", class, err)
 	}
 	open, err := HasOpenViolation(ctx, q, ws, class)
 	if err != nil {
-		return Posterior{}, err
+		return Posterior{}, false, err
 	}
 	var override *Threshold
 	th, err := q.GetTrustThreshold(ctx, db.GetTrustThresholdParams{WorkspaceID: ws, ActionClass: class})
@@ -486,9 +500,10 @@ func (s *Service) posterior(ctx context.Context, q *db.Queries, ws uuid.UUID, cl
 	case err == nil:
 		override = &Threshold{CILow: th.CiLow, MinSamples: int(th.MinSamples)}
 	case !errors.Is(err, pgx.ErrNoRows):
-		return Posterior{}, fmt.Errorf("trust: read threshold %s: %w", class, err)
+		return Posterior{}, false, fmt.Errorf("trust: read threshold %s: %w", class, err)
 	}
-	return ComputePosterior(class, Tally{Positive: t.Positive, Negative: t.Negative, Samples: int(t.Samples)}, ThresholdFor(class, override), open), nil
+	post := ComputePosterior(class, Tally{Positive: t.Positive, Negative: t.Negative, Samples: int(t.Samples)}, ThresholdFor(class, override), open)
+	return post, t.Rows > 0 || open, nil
 }
 
 // Posteriors is the posterior of every class: each the registry knows and
@@ -607,7 +622,7 @@ func (s *Service) SetThreshold(ctx context.Context, p auth.Principal, class stri
 	if err := audit.Record(ctx, q, p, p.WorkspaceID, "trust.threshold_changed", "action_class", c, change); err != nil {
 		return Posterior{}, err
 	}
-	post, err := s.posterior(ctx, q, p.WorkspaceID, c)
+	post, _, err := s.posterior(ctx, q, p.WorkspaceID, c)
 	if err != nil {
 		return Posterior{}, err
 	}
