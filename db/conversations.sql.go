@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -88,7 +89,11 @@ func (q *Queries) GetConversationForUpdate(ctx context.Context, arg GetConversat
 }
 
 const listConversations = `-- name: ListConversations :many
-SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at FROM conversations WHERE workspace_id = $1 AND owner_id = $2 ORDER BY updated_at DESC LIMIT 200
+SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, greatest(c.updated_at, coalesce(m.created_at, c.updated_at))::timestamptz AS active_at
+FROM conversations c
+LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
+WHERE c.workspace_id = $1 AND c.owner_id = $2
+ORDER BY active_at DESC LIMIT 200
 `
 
 type ListConversationsParams struct {
@@ -96,23 +101,32 @@ type ListConversationsParams struct {
 	OwnerID     uuid.UUID
 }
 
-func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsParams) ([]Conversation, error) {
+type ListConversationsRow struct {
+	Conversation Conversation
+	ActiveAt     time.Time
+}
+
+// Most recently active first: a conversation's activity is its last
+// message, derived here so no call has to update the conversation's row
+// (a row every call in the conversation would queue on).
+func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsParams) ([]ListConversationsRow, error) {
 	rows, err := q.db.Query(ctx, listConversations, arg.WorkspaceID, arg.OwnerID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Conversation{}
+	items := []ListConversationsRow{}
 	for rows.Next() {
-		var i Conversation
+		var i ListConversationsRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.WorkspaceID,
-			&i.OwnerID,
-			&i.Title,
-			&i.PermissionMode,
-			&i.CreatedAt,
-			&i.UpdatedAt,
+			&i.Conversation.ID,
+			&i.Conversation.WorkspaceID,
+			&i.Conversation.OwnerID,
+			&i.Conversation.Title,
+			&i.Conversation.PermissionMode,
+			&i.Conversation.CreatedAt,
+			&i.Conversation.UpdatedAt,
+			&i.ActiveAt,
 		); err != nil {
 			return nil, err
 		}
@@ -122,15 +136,6 @@ func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsPa
 		return nil, err
 	}
 	return items, nil
-}
-
-const touchConversation = `-- name: TouchConversation :exec
-UPDATE conversations SET updated_at = now() WHERE id = $1
-`
-
-func (q *Queries) TouchConversation(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, touchConversation, id)
-	return err
 }
 
 const updateConversation = `-- name: UpdateConversation :one

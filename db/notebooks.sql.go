@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -88,7 +89,11 @@ func (q *Queries) GetNotebookForUpdate(ctx context.Context, arg GetNotebookForUp
 }
 
 const listNotebooks = `-- name: ListNotebooks :many
-SELECT id, workspace_id, owner_id, title, trust_level, created_at, updated_at FROM notebooks WHERE workspace_id = $1 AND owner_id = $2 ORDER BY updated_at DESC LIMIT 200
+SELECT n.id, n.workspace_id, n.owner_id, n.title, n.trust_level, n.created_at, n.updated_at, greatest(n.updated_at, coalesce(c.created_at, n.updated_at))::timestamptz AS active_at
+FROM notebooks n
+LEFT JOIN LATERAL (SELECT created_at FROM proposals WHERE notebook_id = n.id ORDER BY created_at DESC LIMIT 1) c ON true
+WHERE n.workspace_id = $1 AND n.owner_id = $2
+ORDER BY active_at DESC LIMIT 200
 `
 
 type ListNotebooksParams struct {
@@ -96,23 +101,31 @@ type ListNotebooksParams struct {
 	OwnerID     uuid.UUID
 }
 
-func (q *Queries) ListNotebooks(ctx context.Context, arg ListNotebooksParams) ([]Notebook, error) {
+type ListNotebooksRow struct {
+	Notebook Notebook
+	ActiveAt time.Time
+}
+
+// Most recently active first: a notebook's activity is its last cell,
+// derived here so no call has to update the notebook's row.
+func (q *Queries) ListNotebooks(ctx context.Context, arg ListNotebooksParams) ([]ListNotebooksRow, error) {
 	rows, err := q.db.Query(ctx, listNotebooks, arg.WorkspaceID, arg.OwnerID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Notebook{}
+	items := []ListNotebooksRow{}
 	for rows.Next() {
-		var i Notebook
+		var i ListNotebooksRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.WorkspaceID,
-			&i.OwnerID,
-			&i.Title,
-			&i.TrustLevel,
-			&i.CreatedAt,
-			&i.UpdatedAt,
+			&i.Notebook.ID,
+			&i.Notebook.WorkspaceID,
+			&i.Notebook.OwnerID,
+			&i.Notebook.Title,
+			&i.Notebook.TrustLevel,
+			&i.Notebook.CreatedAt,
+			&i.Notebook.UpdatedAt,
+			&i.ActiveAt,
 		); err != nil {
 			return nil, err
 		}
@@ -122,15 +135,6 @@ func (q *Queries) ListNotebooks(ctx context.Context, arg ListNotebooksParams) ([
 		return nil, err
 	}
 	return items, nil
-}
-
-const touchNotebook = `-- name: TouchNotebook :exec
-UPDATE notebooks SET updated_at = now() WHERE id = $1
-`
-
-func (q *Queries) TouchNotebook(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, touchNotebook, id)
-	return err
 }
 
 const updateNotebook = `-- name: UpdateNotebook :one

@@ -448,10 +448,10 @@ const insertProposal = `-- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at, effect_decision)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
-        CASE WHEN $21::text = 'applying' THEN now() END, $24)
+        CASE WHEN $21::text = 'applying' THEN now() END, $24, $25)
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 
@@ -480,6 +480,7 @@ type InsertProposalParams struct {
 	ApplyPath         pgtype.Text
 	ResolvedByUserID  uuid.NullUUID
 	EffectDecision    []byte
+	DecisionInput     []byte
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
@@ -508,6 +509,7 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.ApplyPath,
 		arg.ResolvedByUserID,
 		arg.EffectDecision,
+		arg.DecisionInput,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -668,6 +670,106 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 	return items, nil
 }
 
+const listRecentDecided = `-- name: ListRecentDecided :many
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE (conversation_id = $1 OR notebook_id = $2) AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100
+`
+
+type ListRecentDecidedParams struct {
+	ConversationID uuid.NullUUID
+	NotebookID     uuid.NullUUID
+}
+
+type ListRecentDecidedRow struct {
+	ID            uuid.UUID
+	Tool          string
+	Status        string
+	ActionClass   pgtype.Text
+	Edited        bool
+	DecisionInput []byte
+	CreatedAt     time.Time
+}
+
+// The scope's last calls with the inputs they were decided on, newest
+// first, for the shadow preview (the caller checked the scope is theirs).
+func (q *Queries) ListRecentDecided(ctx context.Context, arg ListRecentDecidedParams) ([]ListRecentDecidedRow, error) {
+	rows, err := q.db.Query(ctx, listRecentDecided, arg.ConversationID, arg.NotebookID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListRecentDecidedRow{}
+	for rows.Next() {
+		var i ListRecentDecidedRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tool,
+			&i.Status,
+			&i.ActionClass,
+			&i.Edited,
+			&i.DecisionInput,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRecentDecidedInWorkspace = `-- name: ListRecentDecidedInWorkspace :many
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE workspace_id = $1 AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100
+`
+
+type ListRecentDecidedInWorkspaceRow struct {
+	ID            uuid.UUID
+	Tool          string
+	Status        string
+	ActionClass   pgtype.Text
+	Edited        bool
+	DecisionInput []byte
+	CreatedAt     time.Time
+}
+
+// The workspace's last calls, for an admin's preview of a workspace setting.
+func (q *Queries) ListRecentDecidedInWorkspace(ctx context.Context, workspaceID uuid.UUID) ([]ListRecentDecidedInWorkspaceRow, error) {
+	rows, err := q.db.Query(ctx, listRecentDecidedInWorkspace, workspaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListRecentDecidedInWorkspaceRow{}
+	for rows.Next() {
+		var i ListRecentDecidedInWorkspaceRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Tool,
+			&i.Status,
+			&i.ActionClass,
+			&i.Edited,
+			&i.DecisionInput,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listStuckProposals = `-- name: ListStuckProposals :many
 SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals
 WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2
@@ -733,6 +835,265 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 		return nil, err
 	}
 	return items, nil
+}
+
+const readConversationForDecision = `-- name: ReadConversationForDecision :one
+SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+FROM conversations c JOIN workspaces w ON w.id = c.workspace_id
+WHERE c.id = $1 AND c.workspace_id = $2 AND c.owner_id = $3
+`
+
+type ReadConversationForDecisionParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+}
+
+type ReadConversationForDecisionRow struct {
+	PermissionMode      string
+	InternalDomains     []string
+	WebhookAllowlist    []string
+	AutoApproveHighRisk bool
+	RationaleMinLength  int32
+	OpenViolations      []string
+}
+
+// Everything the decision reads about a call in a conversation, in one
+// round trip: the conversation's mode (owner-scoped: another user's is not
+// found), the workspace's settings and the classes with an open violation.
+func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConversationForDecisionParams) (ReadConversationForDecisionRow, error) {
+	row := q.db.QueryRow(ctx, readConversationForDecision, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	var i ReadConversationForDecisionRow
+	err := row.Scan(
+		&i.PermissionMode,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+		&i.AutoApproveHighRisk,
+		&i.RationaleMinLength,
+		&i.OpenViolations,
+	)
+	return i, err
+}
+
+const readNotebookForDecision = `-- name: ReadNotebookForDecision :one
+SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
+WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3
+`
+
+type ReadNotebookForDecisionParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+}
+
+type ReadNotebookForDecisionRow struct {
+	TrustLevel          string
+	InternalDomains     []string
+	WebhookAllowlist    []string
+	AutoApproveHighRisk bool
+	RationaleMinLength  int32
+	OpenViolations      []string
+}
+
+// The same for a cell in a notebook: its trust level.
+func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookForDecisionParams) (ReadNotebookForDecisionRow, error) {
+	row := q.db.QueryRow(ctx, readNotebookForDecision, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	var i ReadNotebookForDecisionRow
+	err := row.Scan(
+		&i.TrustLevel,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+		&i.AutoApproveHighRisk,
+		&i.RationaleMinLength,
+		&i.OpenViolations,
+	)
+	return i, err
+}
+
+const recordAutoCall = `-- name: RecordAutoCall :one
+WITH p AS (
+    INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                           proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                           authority, risk, action_class, state, decision, constraints, status, result, error, dry_run,
+                           apply_path, resolved_by_user_id, claimed_at, resolved_at, effect_decision, decision_input)
+    VALUES ($1, $2, $3, $4, $5,
+            $3, $6, $7, $8, $9,
+            $10, $11, $12, $13, $14,
+            $15, $16, $17, $18, $19, $20,
+            $21, $22, $23, $24, 'auto', $3, now(), now(),
+            $19, $25)
+    RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+), line AS (
+    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
+    SELECT p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+), audit AS (
+    INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
+    SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, $27
+    FROM p, (VALUES ('proposal.created', $28::jsonb), ($29::text, $30::jsonb)) AS x (action, data)
+), receipt AS (
+    INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
+    SELECT $31, p.workspace_id, 'execution', p.id, p.action_class, $32, $33, $34
+    FROM p
+)
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM p
+`
+
+type RecordAutoCallParams struct {
+	ID                uuid.UUID
+	WorkspaceID       uuid.UUID
+	OwnerID           uuid.UUID
+	ConversationID    uuid.NullUUID
+	NotebookID        uuid.NullUUID
+	ProposedByTokenID uuid.NullUUID
+	ProposedByKind    string
+	Tool              string
+	Effect            string
+	Arguments         json.RawMessage
+	Rationale         string
+	PermissionMode    pgtype.Text
+	TrustLevel        pgtype.Text
+	Disposition       string
+	Authority         pgtype.Text
+	Risk              pgtype.Text
+	ActionClass       pgtype.Text
+	State             pgtype.Text
+	Decision          []byte
+	Constraints       json.RawMessage
+	Status            string
+	Result            []byte
+	Error             pgtype.Text
+	DryRun            bool
+	DecisionInput     []byte
+	ActorKind         string
+	RetentionUntil    time.Time
+	CreatedData       json.RawMessage
+	FinishedAction    string
+	FinishedData      json.RawMessage
+	ReceiptID         uuid.UUID
+	ReceiptContent    []byte
+	ReceiptHash       []byte
+	ReceiptMetadata   json.RawMessage
+}
+
+type RecordAutoCallRow struct {
+	ID                uuid.UUID
+	WorkspaceID       uuid.UUID
+	ConversationID    uuid.NullUUID
+	ProposedByUserID  uuid.UUID
+	ProposedByTokenID uuid.NullUUID
+	ProposedByKind    string
+	Tool              string
+	Effect            string
+	Arguments         json.RawMessage
+	Rationale         string
+	PermissionMode    pgtype.Text
+	Disposition       string
+	Status            string
+	AppliedArguments  []byte
+	Result            []byte
+	Error             pgtype.Text
+	RejectionReason   pgtype.Text
+	ResolvedByUserID  uuid.NullUUID
+	ApplyPath         pgtype.Text
+	CreatedAt         time.Time
+	ResolvedAt        *time.Time
+	NotebookID        uuid.NullUUID
+	OwnerID           uuid.UUID
+	TrustLevel        pgtype.Text
+	Authority         pgtype.Text
+	Risk              pgtype.Text
+	ActionClass       pgtype.Text
+	State             pgtype.Text
+	Decision          []byte
+	Constraints       json.RawMessage
+	DryRun            bool
+	ClaimedAt         *time.Time
+	EffectDecision    []byte
+	DecisionInput     []byte
+}
+
+// The automatic path's whole record in one statement, after the tool ran
+// in the same transaction: the proposal in its final state, its transcript
+// line (conversations), its two audit rows and its receipt. One round trip
+// instead of six, and no row any other call writes.
+func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) (RecordAutoCallRow, error) {
+	row := q.db.QueryRow(ctx, recordAutoCall,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.OwnerID,
+		arg.ConversationID,
+		arg.NotebookID,
+		arg.ProposedByTokenID,
+		arg.ProposedByKind,
+		arg.Tool,
+		arg.Effect,
+		arg.Arguments,
+		arg.Rationale,
+		arg.PermissionMode,
+		arg.TrustLevel,
+		arg.Disposition,
+		arg.Authority,
+		arg.Risk,
+		arg.ActionClass,
+		arg.State,
+		arg.Decision,
+		arg.Constraints,
+		arg.Status,
+		arg.Result,
+		arg.Error,
+		arg.DryRun,
+		arg.DecisionInput,
+		arg.ActorKind,
+		arg.RetentionUntil,
+		arg.CreatedData,
+		arg.FinishedAction,
+		arg.FinishedData,
+		arg.ReceiptID,
+		arg.ReceiptContent,
+		arg.ReceiptHash,
+		arg.ReceiptMetadata,
+	)
+	var i RecordAutoCallRow
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.ConversationID,
+		&i.ProposedByUserID,
+		&i.ProposedByTokenID,
+		&i.ProposedByKind,
+		&i.Tool,
+		&i.Effect,
+		&i.Arguments,
+		&i.Rationale,
+		&i.PermissionMode,
+		&i.Disposition,
+		&i.Status,
+		&i.AppliedArguments,
+		&i.Result,
+		&i.Error,
+		&i.RejectionReason,
+		&i.ResolvedByUserID,
+		&i.ApplyPath,
+		&i.CreatedAt,
+		&i.ResolvedAt,
+		&i.NotebookID,
+		&i.OwnerID,
+		&i.TrustLevel,
+		&i.Authority,
+		&i.Risk,
+		&i.ActionClass,
+		&i.State,
+		&i.Decision,
+		&i.Constraints,
+		&i.DryRun,
+		&i.ClaimedAt,
+		&i.EffectDecision,
+		&i.DecisionInput,
+	)
+	return i, err
 }
 
 const recordEffectDecision = `-- name: RecordEffectDecision :exec

@@ -59,3 +59,19 @@ func (q *Queries) GetRateCount(ctx context.Context, arg GetRateCountParams) (int
 	err := row.Scan(&count)
 	return count, err
 }
+
+const uncountRate = `-- name: UncountRate :exec
+UPDATE rate_counters SET count = count - 1 WHERE bucket = $1 AND window_start = $2 AND count > 0
+`
+
+type UncountRateParams struct {
+	Bucket      string
+	WindowStart time.Time
+}
+
+// Takes back one call counted in the bucket's window (a sign-in attempt
+// that turned out right).
+func (q *Queries) UncountRate(ctx context.Context, arg UncountRateParams) error {
+	_, err := q.db.Exec(ctx, uncountRate, arg.Bucket, arg.WindowStart)
+	return err
+}

@@ -12,9 +12,6 @@ ALTER TABLE api_tokens
 -- A receipt is flagged once at a time; a cleared violation can be flagged
 -- again.
 CREATE UNIQUE INDEX trust_violations_open_receipt_idx ON trust_violations (receipt_id) WHERE cleared_at IS NULL;
--- Cleared means a time, a note (and who, until that user is deleted).
-ALTER TABLE trust_violations
-    ADD CONSTRAINT trust_violations_cleared_with_note CHECK ((cleared_at IS NULL) = (clear_note IS NULL));
 CREATE INDEX trust_violations_recent_idx ON trust_violations (workspace_id, created_at DESC);
 
 -- Evidence about one proposal (an agent records at most one).

@@ -9,10 +9,15 @@ SELECT * FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $
 SELECT * FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE;
 
 -- name: ListConversations :many
-SELECT * FROM conversations WHERE workspace_id = $1 AND owner_id = $2 ORDER BY updated_at DESC LIMIT 200;
+-- Most recently active first: a conversation's activity is its last
+-- message, derived here so no call has to update the conversation's row
+-- (a row every call in the conversation would queue on).
+SELECT sqlc.embed(c), greatest(c.updated_at, coalesce(m.created_at, c.updated_at))::timestamptz AS active_at
+FROM conversations c
+LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
+WHERE c.workspace_id = $1 AND c.owner_id = $2
+ORDER BY active_at DESC LIMIT 200;
 
 -- name: UpdateConversation :one
 UPDATE conversations SET title = $2, permission_mode = $3, updated_at = now() WHERE id = $1 RETURNING *;
 
--- name: TouchConversation :exec
-UPDATE conversations SET updated_at = now() WHERE id = $1;

@@ -2,10 +2,10 @@
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at, effect_decision)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         sqlc.narg(apply_path), sqlc.narg(resolved_by_user_id),
-        CASE WHEN $21::text = 'applying' THEN now() END, sqlc.narg(effect_decision))
+        CASE WHEN $21::text = 'applying' THEN now() END, sqlc.narg(effect_decision), sqlc.narg(decision_input))
 RETURNING *;
 
 -- name: GetProposal :one
@@ -81,3 +81,67 @@ ORDER BY claimed_at LIMIT 100;
 UPDATE proposals SET status = sqlc.arg(status), error = sqlc.narg(error), resolved_at = now()
 WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < sqlc.arg(cutoff)
 RETURNING *;
+
+-- name: ListRecentDecided :many
+-- The scope's last calls with the inputs they were decided on, newest
+-- first, for the shadow preview (the caller checked the scope is theirs).
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100;
+
+-- name: ListRecentDecidedInWorkspace :many
+-- The workspace's last calls, for an admin's preview of a workspace setting.
+SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
+FROM proposals
+WHERE workspace_id = $1 AND decision_input IS NOT NULL
+ORDER BY created_at DESC
+LIMIT 100;
+
+-- name: ReadConversationForDecision :one
+-- Everything the decision reads about a call in a conversation, in one
+-- round trip: the conversation's mode (owner-scoped: another user's is not
+-- found), the workspace's settings and the classes with an open violation.
+SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+FROM conversations c JOIN workspaces w ON w.id = c.workspace_id
+WHERE c.id = $1 AND c.workspace_id = $2 AND c.owner_id = $3;
+
+-- name: ReadNotebookForDecision :one
+-- The same for a cell in a notebook: its trust level.
+SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
+WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3;
+
+-- name: RecordAutoCall :one
+-- The automatic path's whole record in one statement, after the tool ran
+-- in the same transaction: the proposal in its final state, its transcript
+-- line (conversations), its two audit rows and its receipt. One round trip
+-- instead of six, and no row any other call writes.
+WITH p AS (
+    INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                           proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                           authority, risk, action_class, state, decision, constraints, status, result, error, dry_run,
+                           apply_path, resolved_by_user_id, claimed_at, resolved_at, effect_decision, decision_input)
+    VALUES (sqlc.arg(id), sqlc.arg(workspace_id), sqlc.arg(owner_id), sqlc.narg(conversation_id), sqlc.narg(notebook_id),
+            sqlc.arg(owner_id), sqlc.narg(proposed_by_token_id), sqlc.arg(proposed_by_kind), sqlc.arg(tool), sqlc.arg(effect),
+            sqlc.arg(arguments), sqlc.arg(rationale), sqlc.narg(permission_mode), sqlc.narg(trust_level), sqlc.arg(disposition),
+            sqlc.narg(authority), sqlc.narg(risk), sqlc.narg(action_class), sqlc.narg(state), sqlc.arg(decision), sqlc.arg(constraints),
+            sqlc.arg(status), sqlc.narg(result), sqlc.narg(error), sqlc.arg(dry_run), 'auto', sqlc.arg(owner_id), now(), now(),
+            sqlc.arg(decision), sqlc.arg(decision_input))
+    RETURNING *
+), line AS (
+    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
+    SELECT p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+), audit AS (
+    INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
+    SELECT p.workspace_id, sqlc.arg(actor_kind), p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, sqlc.arg(retention_until)
+    FROM p, (VALUES ('proposal.created', sqlc.arg(created_data)::jsonb), (sqlc.arg(finished_action)::text, sqlc.arg(finished_data)::jsonb)) AS x (action, data)
+), receipt AS (
+    INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
+    SELECT sqlc.arg(receipt_id), p.workspace_id, 'execution', p.id, p.action_class, sqlc.arg(receipt_content), sqlc.arg(receipt_hash), sqlc.arg(receipt_metadata)
+    FROM p
+)
+SELECT * FROM p;

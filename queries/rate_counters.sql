@@ -11,3 +11,8 @@ DELETE FROM rate_counters WHERE expires_at <= now();
 -- name: GetRateCount :one
 -- The count in a bucket's window so far (0 when none).
 SELECT coalesce((SELECT count FROM rate_counters WHERE bucket = $1 AND window_start = $2), 0)::int AS count;
+
+-- name: UncountRate :exec
+-- Takes back one call counted in the bucket's window (a sign-in attempt
+-- that turned out right).
+UPDATE rate_counters SET count = count - 1 WHERE bucket = $1 AND window_start = $2 AND count > 0;

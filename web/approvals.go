@@ -81,7 +81,7 @@ func toApprovalJSON(a proposals.Approval) approvalJSON {
 
 // jsonCaller is a caller that wants JSON: a bearer token or Accept.
 func jsonCaller(c echo.Context) bool {
-	return wantsJSON(c) || strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
+	return wantsJSON(c) || hasBearer(c)
 }
 
 func filterFrom(q url.Values) proposals.ApprovalFilter {

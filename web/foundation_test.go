@@ -75,15 +75,15 @@ func TestSignIn_CookiesAreSecureHttpOnlySameSite(t *testing.T) {
 	resp, _ := c.postForm("/signin", url.Values{"email": {"bo@example.com"}, "password": {password}})
 	var session *http.Cookie
 	for _, ck := range resp.Cookies() {
-		if ck.Name == "gatehouse_session" {
+		if ck.Name == "__Host-gatehouse_session" {
 			session = ck
 		}
 	}
 	if session == nil {
-		t.Fatal("no session cookie set on sign-in")
+		t.Fatal("no __Host-gatehouse_session cookie set on sign-in")
 	}
-	if !session.Secure || !session.HttpOnly || session.SameSite != http.SameSiteLaxMode {
-		t.Fatalf("session cookie = %+v, want Secure, HttpOnly, SameSite=Lax", session)
+	if !session.Secure || !session.HttpOnly || session.SameSite != http.SameSiteLaxMode || session.Path != "/" || session.Domain != "" {
+		t.Fatalf("session cookie = %+v, want Secure, HttpOnly, SameSite=Lax, Path=/ and no Domain", session)
 	}
 }
 
@@ -136,7 +136,10 @@ func TestSignIn_NextStaysOnThisSite(t *testing.T) {
 	if _, err := e.auth.CreateUser(context.Background(), mustUUID(t, e.ws), "ed@example.com", password, auth.RoleMember); err != nil {
 		t.Fatal(err)
 	}
-	for next, want := range map[string]string{"/admin": "/admin", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/"} {
+	for next, want := range map[string]string{
+		"/admin": "/admin", "//evil.example": "/", "https://evil.example": "/", "/\\evil": "/",
+		"/\t/evil.example": "/", "/%5cevil.example": "/", "/%09/evil.example": "/", "javascript:alert(1)": "/",
+	} {
 		c := e.client()
 		c.get("/signin")
 		resp, _ := c.postForm("/signin", url.Values{"email": {"ed@example.com"}, "password": {password}, "next": {next}})

@@ -40,7 +40,13 @@ func TestUnavailableDatabase_Is503WithRetryAfterNot500(t *testing.T) {
 		{"POST", "/signin", "application/x-www-form-urlencoded", url.Values{"email": {"a@example.com"}, "password": {"x"}}.Encode()},
 	} {
 		req, _ := http.NewRequest(c.method, hs.URL+c.path, strings.NewReader(c.body))
-		req.Header.Set("Authorization", "Bearer gh_whatever")
+		if strings.HasPrefix(c.path, "/api/") {
+			req.Header.Set("Authorization", "Bearer gh_whatever")
+		} else {
+			// A browser's same-origin form passes CSRF without a token; a
+			// bearer header would not get it past (it skips no check).
+			req.Header.Set("Sec-Fetch-Site", "same-origin")
+		}
 		if c.contentType != "" {
 			req.Header.Set("Content-Type", c.contentType)
 		}
@@ -182,5 +188,29 @@ func TestLengths_CountCharactersNotBytes(t *testing.T) {
 	}
 	if resp, _ := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": strings.Repeat("ü", 201)}); resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("a 201-character title: %d", resp.StatusCode)
+	}
+}
+
+func TestPreview_TheOwnerSeesWhatAutoModeWouldHaveRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	user := e.token("owner@example.com", auth.TokenUser)
+	_, conv := e.api("POST", "/api/v1/conversations", user, map[string]any{})
+	base := "/api/v1/conversations/" + conv["id"].(string)
+	_, p := e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.put",
+		"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "store the note"})
+	e.api("POST", "/api/v1/proposals/"+p["proposal_id"].(string)+"/reject", user, map[string]any{"reason": "not that"})
+	resp, pv := e.api("GET", base+"/preview?permission_mode=auto", agent, nil)
+	if resp.StatusCode != http.StatusOK || pv["would_run"] != float64(1) || pv["ran_without_asking"] != float64(0) {
+		t.Fatalf("preview: %d %v", resp.StatusCode, pv)
+	}
+	page, body := owner.get("/conversations/" + conv["id"].(string) + "/preview?permission_mode=auto")
+	if page.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="preview-would-run">1<`) || !strings.Contains(body, "records.put (rejected)") {
+		t.Fatalf("the page's preview: %d %s", page.StatusCode, body)
+	}
+	if _, convPage := owner.get("/conversations/" + conv["id"].(string)); !strings.Contains(convPage, "What would change") {
+		t.Fatal("the conversation header offers no preview")
 	}
 }

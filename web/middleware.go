@@ -86,6 +86,16 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// noStore keeps the response out of every cache (the browser's history and
+// back-forward cache, a shared proxy): signed-in pages, and the error
+// pages on their routes, are for this user and this moment only.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+		return next(c)
+	}
+}
+
 // requireUser lets signed-in users through and sends others to sign in.
 func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
@@ -137,12 +147,11 @@ func (s *Server) requireResolver(next echo.HandlerFunc) echo.HandlerFunc {
 // requireToken authenticates API callers by bearer token.
 func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		h := c.Request().Header.Get(echo.HeaderAuthorization)
-		token, ok := strings.CutPrefix(h, "Bearer ")
+		token, ok := bearerToken(c)
 		if !ok {
 			return auth.ErrBadToken
 		}
-		p, err := s.auth.AuthenticateToken(c.Request().Context(), strings.TrimSpace(token))
+		p, err := s.auth.AuthenticateToken(c.Request().Context(), token)
 		if err != nil {
 			return err
 		}
@@ -152,7 +161,10 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // bearerOr authenticates by bearer token when the request carries one, and
-// through the browser chain (session, CSRF, sign-in) otherwise.
+// through the browser chain (session, CSRF, sign-in) otherwise. A token
+// that does not authenticate is a 401, never a way around the browser
+// chain; put oneCredential before it, so a request that also carries a
+// session cookie is refused.
 func (s *Server) bearerOr(signedIn []echo.MiddlewareFunc) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		viaToken := s.requireToken(next)
@@ -161,7 +173,7 @@ func (s *Server) bearerOr(signedIn []echo.MiddlewareFunc) echo.MiddlewareFunc {
 			viaSession = signedIn[i](viaSession)
 		}
 		return func(c echo.Context) error {
-			if strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ") {
+			if hasBearer(c) {
 				return viaToken(c)
 			}
 			return viaSession(c)
@@ -197,12 +209,4 @@ func jsonEncode(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// localPath keeps a redirect target on this site.
-func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
-	}
-	return next
 }

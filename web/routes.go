@@ -1,9 +1,9 @@
 package web
 
 import (
-	"net/http"
+	"net"
+	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/labstack/echo-contrib/echoprometheus"
 	"github.com/labstack/echo/v4"
@@ -16,10 +16,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = s.handleError
-	// The client's address (for the sign-in brake and logs): X-Forwarded-For
-	// is believed only from a proxy on loopback or a private network, so a
-	// client on the internet cannot choose its own address.
-	e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	e.IPExtractor = clientAddress(s.cfg.TrustedProxies)
 
 	e.Use(middleware.RequestID())
 	e.Use(s.recoverPanics)
@@ -54,6 +51,7 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/conversations", s.apiListConversations)
 	api.GET("/conversations/:id", s.apiGetConversation)
 	api.PATCH("/conversations/:id", s.apiUpdateConversation)
+	api.GET("/conversations/:id/preview", s.apiConversationPreview)
 	api.POST("/conversations/:id/messages", s.apiPostMessage)
 	api.GET("/conversations/:id/messages", s.apiListMessages)
 	api.POST("/conversations/:id/tool-calls", s.apiProposeInConversation)
@@ -61,6 +59,7 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/notebooks", s.apiListNotebooks)
 	api.GET("/notebooks/:id", s.apiGetNotebook)
 	api.PATCH("/notebooks/:id", s.apiUpdateNotebook)
+	api.GET("/notebooks/:id/preview", s.apiNotebookPreview)
 	api.GET("/notebooks/:id/cells", s.apiListCells)
 	api.POST("/notebooks/:id/tool-calls", s.apiProposeInNotebook)
 	api.POST("/decisions", s.apiDecide)
@@ -77,21 +76,12 @@ func (s *Server) routes() *echo.Echo {
 	api.PUT("/action-classes/:class/threshold", s.apiSetThreshold)
 
 	// Browser pages: cookie sessions and CSRF on every one.
-	csrf := middleware.CSRFWithConfig(middleware.CSRFConfig{
-		TokenLookup:    "header:X-CSRF-Token,form:_csrf",
-		CookieName:     "gatehouse_csrf",
-		CookiePath:     "/",
-		CookieHTTPOnly: true,
-		CookieSecure:   s.cfg.CookieSecure,
-		CookieSameSite: http.SameSiteLaxMode,
-		// A bearer token is not sent by browsers on their own, so a request
-		// that carries one (a script on the admin JSON endpoints) cannot be
-		// forged cross-site.
-		Skipper: func(c echo.Context) bool {
-			return strings.HasPrefix(c.Request().Header.Get(echo.HeaderAuthorization), "Bearer ")
-		},
-	})
-	session := []echo.MiddlewareFunc{s.loadSession, csrf}
+	csrf := middleware.CSRFWithConfig(s.csrfConfig())
+	// Signed-in pages and their error pages are never stored by a cache. A
+	// request with a bearer token and a session cookie is refused; one with
+	// only a bearer token gets no exemption from CSRF here (bearerOr is the
+	// one way in by token).
+	session := []echo.MiddlewareFunc{noStore, s.oneCredential, s.loadSession, csrf}
 	signedIn := slices.Concat(session, []echo.MiddlewareFunc{s.requireUser})
 	approver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireApprover})
 
@@ -104,11 +94,13 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/conversations", s.createConversation, signedIn...)
 	e.GET("/conversations/:id", s.conversationPage, signedIn...)
 	e.POST("/conversations/:id/mode", s.setPermissionMode, signedIn...)
+	e.GET("/conversations/:id/preview", s.conversationPreview, signedIn...)
 	e.POST("/conversations/:id/messages", s.postMessage, signedIn...)
 	e.GET("/notebooks", s.notebooksPage, signedIn...)
 	e.POST("/notebooks", s.createNotebook, signedIn...)
 	e.GET("/notebooks/:id", s.notebookPage, signedIn...)
 	e.POST("/notebooks/:id/trust", s.setTrustLevel, signedIn...)
+	e.GET("/notebooks/:id/preview", s.notebookPreview, signedIn...)
 	e.GET("/notebooks/:id/cell-fields", s.cellFields, signedIn...)
 	e.POST("/notebooks/:id/cells", s.addCell, signedIn...)
 	e.GET("/notebooks/:id/cells", s.newCells, signedIn...)
@@ -123,13 +115,14 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/settings", s.settingsPage, approver...)
 	e.GET("/admin/outbox", s.outboxPage, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)
+	e.GET("/admin/settings/preview", s.settingsPreview, approver...)
 	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)
 	e.POST("/admin/approver-roles/revoke", s.revokeApproverRole, approver...)
 	// The approvals queue: approvers, admins and holders of a named
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.
 	resolver := slices.Concat(signedIn, []echo.MiddlewareFunc{s.requireResolver})
-	resolverOrToken := []echo.MiddlewareFunc{s.bearerOr(signedIn), s.requireResolver}
+	resolverOrToken := []echo.MiddlewareFunc{noStore, s.oneCredential, s.bearerOr(signedIn), s.requireResolver}
 	e.GET("/admin/approvals", s.approvalsQueue, resolverOrToken...)
 	e.GET("/admin/approvals/events", s.streamEvents, resolver...)
 	e.POST("/admin/approvals/bulk", s.bulkApprovals, resolver...)
@@ -138,4 +131,21 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/admin/approvals/:id/approve", s.approveApproval, resolverOrToken...)
 	e.POST("/admin/approvals/:id/reject", s.rejectApproval, resolverOrToken...)
 	return e
+}
+
+// clientAddress finds the client's address (for the sign-in brake and
+// logs). X-Forwarded-For is believed only from the configured proxies, read
+// from the right up to the first address that is not one of them, so a
+// client cannot choose its own address; with none configured, the header
+// is ignored.
+func clientAddress(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		p = p.Masked()
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/alexedwards/scs/pgxstore"
@@ -34,6 +35,10 @@ var staticFS embed.FS
 type Config struct {
 	// CookieSecure marks the session and CSRF cookies Secure.
 	CookieSecure bool
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
+	// the client's address (the sign-in brake, logs). None: the header is
+	// ignored and the peer's address is the client's.
+	TrustedProxies []netip.Prefix
 	// SessionLifetime bounds a browser session; SessionIdle ends an unused one.
 	SessionLifetime time.Duration
 	SessionIdle     time.Duration
@@ -103,7 +108,8 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Store = store
 	sm.Lifetime = cfg.SessionLifetime
 	sm.IdleTimeout = cfg.SessionIdle
-	sm.Cookie.Name = "gatehouse_session"
+	sm.Cookie.Name = cookieName("gatehouse_session", cfg.CookieSecure)
+	sm.Cookie.Path = "/"
 	sm.Cookie.HttpOnly = true
 	sm.Cookie.Secure = cfg.CookieSecure
 	sm.Cookie.SameSite = http.SameSiteLaxMode
@@ -153,6 +159,9 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 				s.log.Info("approvals expired", "count", len(ids))
 			}
 		case <-slow.C:
+			if s.auth != nil {
+				s.auth.SweepTokenCache(time.Now())
+			}
 			if s.props != nil {
 				if n, err := s.props.Reconcile(ctx); err != nil && ctx.Err() == nil {
 					s.log.Warn("reconciling approvals", "err", err)

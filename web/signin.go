@@ -13,12 +13,12 @@ import (
 
 // signInPage handles "GET /signin".
 func (s *Server) signInPage(c echo.Context) error {
-	return render(c, http.StatusOK, views.SignInPage(s.shell(c, "Sign in", ""), views.SignInForm{Next: localPath(c.QueryParam("next"))}))
+	return render(c, http.StatusOK, views.SignInPage(s.shell(c, "Sign in", ""), views.SignInForm{Next: safeRedirect(c.QueryParam("next"))}))
 }
 
 // signIn handles "POST /signin".
 func (s *Server) signIn(c echo.Context) error {
-	form := views.SignInForm{Email: c.FormValue("email"), Next: localPath(c.FormValue("next"))}
+	form := views.SignInForm{Email: c.FormValue("email"), Next: safeRedirect(c.FormValue("next"))}
 	ctx := c.Request().Context()
 	p, err := s.auth.SignIn(ctx, form.Email, c.FormValue("password"), c.RealIP())
 	switch apperr.Code(err) {
@@ -43,6 +43,7 @@ func (s *Server) signIn(c echo.Context) error {
 		return err
 	}
 	s.sessions.Put(ctx, sessionUserID, p.UserID.String())
+	s.rotateCSRF(c)
 	return c.Redirect(http.StatusSeeOther, form.Next)
 }
 
@@ -51,5 +52,6 @@ func (s *Server) signOut(c echo.Context) error {
 	if err := s.sessions.Destroy(c.Request().Context()); err != nil {
 		return err
 	}
+	s.rotateCSRF(c)
 	return c.Redirect(http.StatusSeeOther, "/signin")
 }

@@ -410,7 +410,8 @@ func TestTrustPage_DrawsEachClassWithEvidenceAndListsOpenViolations(t *testing.T
 		strings.Contains(body, "<svg") {
 		t.Fatalf("an empty /trust: %d", resp.StatusCode)
 	}
-	// Three approvals and a rejection from the person; the owner rejects one call.
+	// Three approvals and a rejection from the person; the owner rejects a
+	// call, which the outcome records as evidence too (from its receipt).
 	for _, l := range []string{"approved", "approved", "minor_edit", "rejected"} {
 		e.api("POST", "/api/v1/evidence", ana, map[string]any{"action_class": "tool.call.local", "label": l})
 	}
@@ -430,14 +431,14 @@ func TestTrustPage_DrawsEachClassWithEvidenceAndListsOpenViolations(t *testing.T
 	if m == nil {
 		t.Fatalf("no accessible chart for tool.call.local:\n%s", body)
 	}
-	for _, want := range []string{"tool.call.local: posterior Beta(4.135, 3)", "95 % interval", "threshold ci_low 0.8 with 10 samples", "5 samples, learning"} {
+	for _, want := range []string{"tool.call.local: posterior Beta(4.135, 4)", "95 % interval", "threshold ci_low 0.8 with 10 samples", "6 samples, learning"} {
 		if !strings.Contains(m[1], want) {
 			t.Errorf("the chart's title %q lacks %q", m[1], want)
 		}
 	}
 	for _, want := range []string{
 		`<path class="curve" d="M12 128 L`, `<path class="band" d="M`, `<line class="threshold"`, ">threshold 0.8</text>",
-		"75 % (3 of 4 judgments", "1 decided by a person", `data-testid="tier">learning</span>`,
+		"60 % (3 of 5 judgments", "1 decided by a person", `data-testid="tier">learning</span>`,
 		"model_inferred", "the user said thanks", `href="/conversations/`, "#proposal-" + call,
 		// The violation: its class's card, suspended, and the list.
 		`data-class="email.send.external"`, "suspended: open violation", "Attached the wrong file.", `href="/admin/receipts#` + sent,

@@ -59,6 +59,12 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 // newEnvWith is a server with its own tool registry.
 func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env {
 	t.Helper()
+	return newEnvConfig(t, pool, registry, web.Config{CookieSecure: true})
+}
+
+// newEnvConfig is a server with its own tool registry and configuration.
+func newEnvConfig(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry, cfg web.Config) *env {
+	t.Helper()
 	svc := web.NewServices(pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, registry)
 	svc.Proposals.SetIdempotencyWait(300 * time.Millisecond)
 	a := svc.Auth
@@ -66,7 +72,7 @@ func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{CookieSecure: true}, slog.New(slog.DiscardHandler), pool, svc)
+	srv, err := web.New(cfg, slog.New(slog.DiscardHandler), pool, svc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +155,20 @@ func (c *client) signIn(email, pw string) {
 	if resp.StatusCode != http.StatusSeeOther {
 		c.t.Fatalf("sign in as %s: status %d\n%s", email, resp.StatusCode, body)
 	}
+	// The CSRF token rotates at sign-in: the new one is in its cookie.
+	c.csrf = c.cookie("gatehouse_csrf")
+}
+
+// cookie is the value of the client's cookie with that name, with or
+// without the __Host- prefix ("" when there is none).
+func (c *client) cookie(name string) string {
+	u, _ := url.Parse(c.base)
+	for _, ck := range c.http.Jar.Cookies(u) {
+		if ck.Name == name || ck.Name == "__Host-"+name {
+			return ck.Value
+		}
+	}
+	return ""
 }
 
 func readBody(t *testing.T, resp *http.Response) string {

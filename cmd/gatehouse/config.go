@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/mail"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type Config struct {
 	// IdempotencyLease is how long a key whose request died in flight
 	// answers 409 before a retry gets the recorded call's real state.
 	IdempotencyLease time.Duration
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
+	// the client's address; none by default.
+	TrustedProxies []netip.Prefix
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -71,6 +75,13 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 			return cfg, usageError("GATEHOUSE_IDEMPOTENCY_LEASE must be a duration from 1s to 1h, such as 60s")
 		}
 		cfg.IdempotencyLease = d
+	}
+	if v := getenv("GATEHOUSE_TRUSTED_PROXIES"); v != "" {
+		ps, err := parseTrustedProxies(v)
+		if err != nil {
+			return cfg, usageError("GATEHOUSE_TRUSTED_PROXIES must be a comma-separated list of IP addresses and CIDR ranges, such as 10.0.0.0/8,192.0.2.7: " + err.Error())
+		}
+		cfg.TrustedProxies = ps
 	}
 	if cfg.SMTPAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.SMTPAddr); err != nil {
@@ -120,4 +131,37 @@ func envOr(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// parseTrustedProxies reads a comma-separated list of IP addresses (each a
+// range of one) and CIDR ranges.
+func parseTrustedProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for item := range strings.SplitSeq(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		var p netip.Prefix
+		var err error
+		if strings.Contains(item, "/") {
+			p, err = netip.ParsePrefix(item)
+		} else {
+			var a netip.Addr
+			if a, err = netip.ParseAddr(item); err == nil && a.Zone() == "" {
+				p = netip.PrefixFrom(a, a.BitLen())
+			}
+		}
+		if err != nil || !p.IsValid() {
+			return nil, fmt.Errorf("%q is not an IP address or CIDR range", item)
+		}
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no address in %q", v)
+	}
+	return out, nil
 }

@@ -57,7 +57,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 
-	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure}, log, pool, svc)
+	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies}, log, pool, svc)
 	if err != nil {
 		return err
 	}

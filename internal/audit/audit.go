@@ -79,3 +79,9 @@ func Purge(ctx context.Context, q *db.Queries, now time.Time) (int64, error) {
 	}
 	return n, nil
 }
+
+// KindOf is how an audit row names the actor: user, agent or system.
+func KindOf(p Actor) string {
+	kind, _, _ := actor(p)
+	return kind
+}

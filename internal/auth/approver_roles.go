@@ -14,6 +14,7 @@ import (
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 )
 
 // Named approver roles (finance-approver…) are held by users in a
@@ -134,7 +135,16 @@ func (s *Service) changeApproverRole(ctx context.Context, actor Principal, email
 	if err := audit.Record(ctx, q, actor, actor.WorkspaceID, action, "user", m.UserID.String(), map[string]any{"role": role, "email": email}); err != nil {
 		return err
 	}
-	return tx.Commit(ctx)
+	if _, err := receipts.RecordChange(ctx, q, receipts.KindRoleChange, receipts.ActorOf(actor, string(actor.Role)), actor.WorkspaceID,
+		map[string]any{"action": action, "role": role, "user_id": m.UserID.String()}, time.Now()); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	// The user's cached tokens carry their roles: read them afresh.
+	s.tokens.forget(func(p Principal) bool { return p.UserID == m.UserID })
+	return nil
 }
 
 // joinInvalid merges validation errors into one EINVALID error that names

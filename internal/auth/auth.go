@@ -7,11 +7,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -127,11 +130,64 @@ type Service struct {
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	params PasswordParams
+	tokens tokenCache
 }
 
 // NewService returns an auth service that hashes new passwords with params.
 func NewService(pool *pgxpool.Pool, params PasswordParams) *Service {
-	return &Service{pool: pool, q: db.New(pool), params: params}
+	return &Service{pool: pool, q: db.New(pool), params: params, tokens: tokenCache{ttl: TokenCacheTTL}}
+}
+
+// TokenCacheTTL is how long an authenticated token is believed without
+// asking the database again: a revoked token (or a changed role) takes
+// effect within it on every instance, with no message between them.
+const TokenCacheTTL = time.Second
+
+// tokenCache remembers authenticated tokens, by their hash, for a short
+// time: an agent's burst of calls costs one lookup a second, not one a
+// call. Entries are only ever read within their TTL.
+type tokenCache struct {
+	ttl time.Duration
+	m   sync.Map // [32]byte → cachedToken
+}
+
+type cachedToken struct {
+	p       Principal
+	expires time.Time
+}
+
+// forget drops the cached tokens that match, at once on this instance
+// (other instances within the TTL).
+func (c *tokenCache) forget(match func(Principal) bool) {
+	c.m.Range(func(k, v any) bool {
+		if match(v.(cachedToken).p) {
+			c.m.Delete(k)
+		}
+		return true
+	})
+}
+
+func (c *tokenCache) get(sum [32]byte, now time.Time) (cachedToken, bool) {
+	v, ok := c.m.Load(sum)
+	if !ok {
+		return cachedToken{}, false
+	}
+	e := v.(cachedToken)
+	if !now.Before(e.expires) {
+		c.m.Delete(sum)
+		return cachedToken{}, false
+	}
+	return e, true
+}
+
+// sweep drops expired entries so revoked or unused tokens do not pile up.
+func (c *tokenCache) sweep(now time.Time) {
+	c.m.Range(func(k, v any) bool {
+		if !now.Before(v.(cachedToken).expires) {
+			c.m.Delete(k)
+		}
+		return true
+	})
 }
 
 // EnsureDefaultWorkspace creates the default workspace if it is missing.
@@ -206,6 +262,12 @@ var ErrBadCredentials = apperr.Errorf(apperr.EUNAUTH, "The email or password is 
 // Authenticate checks an email and password and returns the principal.
 func (s *Service) Authenticate(ctx context.Context, email, password string) (Principal, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
+	// An email no user can have (PostgreSQL would refuse its bytes) is a
+	// wrong email, at the same cost, never an error of ours.
+	if len(email) > 254 || !utf8.ValidString(email) || strings.ContainsRune(email, 0) {
+		CheckPassword(password, dummyHash)
+		return Principal{}, ErrBadCredentials
+	}
 	u, err := s.q.GetUserByEmail(ctx, email)
 	if errors.Is(err, pgx.ErrNoRows) {
 		CheckPassword(password, dummyHash)
@@ -324,6 +386,10 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 		return Principal{}, ErrBadToken
 	}
 	sum := sha256.Sum256([]byte(token))
+	now := time.Now()
+	if e, ok := s.tokens.get(sum, now); ok {
+		return e.p, nil
+	}
 	row, err := s.q.LookupAPIToken(ctx, sum[:])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrBadToken
@@ -331,13 +397,19 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
 	}
-	// Best effort: a failed touch must not fail the request.
-	_ = s.q.TouchAPIToken(ctx, row.ID)
-	return Principal{
+	p := Principal{
 		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
 		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, Connector: row.Connector, ApproverRoles: row.ApproverRoles,
-	}, nil
+	}
+	// Best effort, and at most once a minute per token (the query says so
+	// too): a failed touch must not fail the request.
+	_ = s.q.TouchAPIToken(ctx, row.ID)
+	s.tokens.m.Store(sum, cachedToken{p: p, expires: now.Add(s.tokens.ttl)})
+	return p, nil
 }
+
+// SweepTokenCache drops expired cached tokens; the server's sweeper calls it.
+func (s *Service) SweepTokenCache(now time.Time) { s.tokens.sweep(now) }
 
 // RevokeToken revokes a token by id.
 func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
@@ -348,6 +420,7 @@ func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
 	if n == 0 {
 		return apperr.Errorf(apperr.ENOTFOUND, "No live token has that id.")
 	}
+	s.tokens.forget(func(p Principal) bool { return p.TokenID == id })
 	return nil
 }
 
@@ -356,44 +429,86 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// Sign-in brakes: failed attempts are counted per account and per address
-// in fixed windows, in PostgreSQL (so they hold across instances).
+// The sign-in brake slows an attacker without locking the real user out.
+// Failed attempts are counted in fixed windows, in PostgreSQL (so the brake
+// holds across instances), per (account, address) pair and per address. An
+// attempt is refused when its own pair or its address is over the limit:
+// failures on an account from elsewhere never refuse a client that has not
+// been failing, so the right password from a fresh address still signs in
+// while the account is under attack. An IPv6 client counts by its /64, the
+// block one subscriber usually holds, so it cannot dodge the brake by
+// walking its own addresses.
 const (
 	signInWindow             = 15 * time.Minute
-	signInFailuresPerAccount = 10
+	signInFailuresPerPair    = 10
 	signInFailuresPerAddress = 50
 )
 
-// SignIn authenticates a browser sign-in, refusing further attempts for an
-// account or an address that failed too often in the current window (429,
-// with retry_after). The answer never tells whether the account exists.
+// SignIn authenticates a browser sign-in from the client at address,
+// refusing it while that client failed too often on this account, or on
+// any, in the current window (429, with retry_after). The answer never
+// tells whether the account exists.
 func (s *Service) SignIn(ctx context.Context, email, password, address string) (Principal, error) {
 	email = strings.ToLower(strings.TrimSpace(email))
 	now := time.Now()
 	start := now.Truncate(signInWindow)
-	buckets := []struct {
-		key   string
-		limit int
-	}{{"signin:account:" + email, signInFailuresPerAccount}, {"signin:address:" + address, signInFailuresPerAddress}}
+	buckets := signInBuckets(email, brakeAddress(address))
+	// The attempt is counted before the password is checked, so guesses
+	// sent in parallel cannot all slip in under the limit; one that turns
+	// out right is taken back below.
+	over := false
 	for _, b := range buckets {
-		n, err := s.q.GetRateCount(ctx, db.GetRateCountParams{Bucket: b.key, WindowStart: start})
+		n, err := s.q.CountRate(ctx, db.CountRateParams{Bucket: b.key, WindowStart: start, ExpiresAt: start.Add(signInWindow)})
 		if err != nil {
 			return Principal{}, fmt.Errorf("auth: sign-in brake: %w", err)
 		}
-		if int(n) >= b.limit {
-			wait := start.Add(signInWindow).Sub(now)
-			e := apperr.Errorf(apperr.ERATELIMIT, "Too many failed sign-ins. Try again in %d minutes.", int(wait.Minutes())+1)
-			e.Extra = map[string]any{"retry_after": int(wait.Seconds()) + 1}
-			return Principal{}, e
-		}
+		over = over || int(n) > b.limit
+	}
+	if over {
+		wait := start.Add(signInWindow).Sub(now)
+		e := apperr.Errorf(apperr.ERATELIMIT, "Too many failed sign-ins. Try again in %d minutes.", int(wait.Minutes())+1)
+		e.Extra = map[string]any{"retry_after": int(wait.Seconds()) + 1}
+		return Principal{}, e
 	}
 	p, err := s.Authenticate(ctx, email, password)
-	if apperr.Code(err) == apperr.EUNAUTH {
+	if apperr.Code(err) != apperr.EUNAUTH {
+		// Signed in (or failed on our side): not a failed guess. Best
+		// effort: a count left behind only brings the brake one step nearer.
 		for _, b := range buckets {
-			if _, cerr := s.q.CountRate(ctx, db.CountRateParams{Bucket: b.key, WindowStart: start, ExpiresAt: start.Add(signInWindow)}); cerr != nil {
-				return Principal{}, fmt.Errorf("auth: count failed sign-in: %w", cerr)
-			}
+			_ = s.q.UncountRate(context.WithoutCancel(ctx), db.UncountRateParams{Bucket: b.key, WindowStart: start})
 		}
 	}
 	return p, err
+}
+
+type signInBucket struct {
+	key   string
+	limit int
+}
+
+// signInBuckets are the rate buckets of a sign-in attempt: its (account,
+// address) pair, hashed so an arbitrary email makes a key of fixed size,
+// and its address.
+func signInBuckets(email, address string) []signInBucket {
+	pair := sha256.Sum256([]byte(email + "\x00" + address))
+	return []signInBucket{
+		{"signin:pair:" + hex.EncodeToString(pair[:]), signInFailuresPerPair},
+		{"signin:address:" + address, signInFailuresPerAddress},
+	}
+}
+
+// brakeAddress is the client address the brake counts by: an IPv4 address
+// as it is (also when written IPv4-mapped), an IPv6 address by its /64, and
+// "unknown" for anything that is not an IP address.
+func brakeAddress(address string) string {
+	ip, err := netip.ParseAddr(address)
+	if err != nil {
+		return "unknown"
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.Prefix(64)
+	return p.String()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 )
 
 // Conversation is a chat owned by one user.
@@ -108,7 +109,8 @@ func (s *Service) List(ctx context.Context, p auth.Principal) ([]Conversation, e
 	}
 	out := make([]Conversation, len(rows))
 	for i, r := range rows {
-		out[i] = fromRow(r)
+		out[i] = fromRow(r.Conversation)
+		out[i].UpdatedAt = r.ActiveAt
 	}
 	return out, nil
 }
@@ -160,6 +162,10 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 			map[string]any{"old": cur.PermissionMode, "new": mode}); err != nil {
 			return Conversation{}, err
 		}
+		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID, map[string]any{
+			"setting": "permission_mode", "conversation_id": id.String(), "old": cur.PermissionMode, "new": mode}, time.Now()); err != nil {
+			return Conversation{}, err
+		}
 	}
 	if title != cur.Title {
 		if err := audit.Record(ctx, q, p, p.WorkspaceID, "conversation.renamed", "conversation", id.String(),
@@ -191,7 +197,6 @@ func (s *Service) PostMessage(ctx context.Context, p auth.Principal, id uuid.UUI
 	if err != nil {
 		return Message{}, fmt.Errorf("conversations: post message: %w", err)
 	}
-	_ = s.q.TouchConversation(ctx, id)
 	return messageFromRow(m), nil
 }
 

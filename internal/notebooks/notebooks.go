@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 )
 
 // Notebook is a workbench owned by one user.
@@ -100,7 +101,8 @@ func (s *Service) List(ctx context.Context, p auth.Principal) ([]Notebook, error
 	}
 	out := make([]Notebook, len(rows))
 	for i, r := range rows {
-		out[i] = fromRow(r)
+		out[i] = fromRow(r.Notebook)
+		out[i].UpdatedAt = r.ActiveAt
 	}
 	return out, nil
 }
@@ -151,6 +153,10 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 	if trust != cur.TrustLevel {
 		if err := audit.Record(ctx, q, p, p.WorkspaceID, "notebook.trust_level_changed", "notebook", id.String(),
 			map[string]any{"old": cur.TrustLevel, "new": trust}); err != nil {
+			return Notebook{}, err
+		}
+		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID, map[string]any{
+			"setting": "trust_level", "notebook_id": id.String(), "old": cur.TrustLevel, "new": trust}, time.Now()); err != nil {
 			return Notebook{}, err
 		}
 	}

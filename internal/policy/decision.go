@@ -121,33 +121,33 @@ type Verdict struct {
 // caller from the tool's declaration, the scope row and the workspace.
 type Call struct {
 	// Scope is where the call was proposed.
-	Scope ScopeKind
+	Scope ScopeKind `json:"scope"`
 	// Effect is the tool's declared effect.
-	Effect Effect
+	Effect Effect `json:"effect"`
 	// Mode is the conversation's permission mode (conversations only).
-	Mode PermissionMode
+	Mode PermissionMode `json:"mode,omitempty"`
 	// Trust is the notebook's trust level (notebooks only).
-	Trust TrustLevel
+	Trust TrustLevel `json:"trust,omitempty"`
 	// Risk is the call's risk; DefaultRisk gives it from the effect.
-	Risk Risk
+	Risk Risk `json:"risk"`
 	// ActionClass is the canonical action class, "" when the call could not
 	// be classified.
-	ActionClass string
+	ActionClass string `json:"action_class"`
 	// HumanGated is set when the tool's contract requires a human.
-	HumanGated bool
+	HumanGated bool `json:"human_gated"`
 	// ThresholdExceeded is set when the contract's threshold (e.g.
 	// amount > 10000) is exceeded by the arguments.
-	ThresholdExceeded bool
+	ThresholdExceeded bool `json:"threshold_exceeded"`
 	// ApproverRole names who approves a deferred call, for the reason text.
-	ApproverRole string
+	ApproverRole string `json:"approver_role,omitempty"`
 	// AutoApproveHighRisk is the workspace setting; false by default.
-	AutoApproveHighRisk bool
+	AutoApproveHighRisk bool `json:"auto_approve_high_risk"`
 	// OpenViolation is set when the action class has an open trust
 	// violation.
-	OpenViolation bool
+	OpenViolation bool `json:"open_violation"`
 	// Constraints names the constraints that will apply at execution, from
 	// the declaration or an approval.
-	Constraints []string
+	Constraints []string `json:"constraints"`
 }
 
 // ScopeLayer is the scope gate. In a conversation it follows

@@ -19,7 +19,9 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/internal/trust"
 )
 
 // Approval packet statuses.
@@ -372,7 +374,7 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		}
 		// Approved, but the call breaks a constraint now: it ends failed
 		// with the reason, in the same transaction as the approval.
-		row, err := s.finish(ctx, q, p, claimed, ec.tool, PathApproval, nil, apperr.Message(cerr), false)
+		row, err := s.finish(ctx, q, p, claimed, ec.tool, PathApproval, nil, apperr.Message(cerr), false, true)
 		if err != nil {
 			return Approval{}, Proposal{}, err
 		}
@@ -440,6 +442,9 @@ func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "approval.rejected", "approval", id.String(), map[string]any{
 		"proposal_id": prop.ID, "reason": reason}); err != nil {
+		return Approval{}, Proposal{}, err
+	}
+	if err := s.rejected(ctx, q, p, row, reason); err != nil {
 		return Approval{}, Proposal{}, err
 	}
 	if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
@@ -530,20 +535,46 @@ func resolvedError(a db.Approval) error {
 // ExpireApprovals marks pending packets past their expiry, and their
 // proposals, expired; the sweeper calls it. It returns the approvals.
 func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := s.q.ExpireApprovals(ctx)
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	rows, err := q.ExpireApprovals(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("proposals: expire approvals: %w", err)
 	}
 	ids := make([]uuid.UUID, len(rows))
+	notified := map[uuid.UUID]bool{}
 	for i, r := range rows {
 		ids[i] = r.ApprovalID
-		if err := audit.Record(ctx, s.q, auth.Principal{}, r.WorkspaceID, "approval.expired", "approval", r.ApprovalID.String(),
+		system := auth.Principal{WorkspaceID: r.WorkspaceID}
+		if err := audit.Record(ctx, q, system, r.WorkspaceID, "approval.expired", "approval", r.ApprovalID.String(),
 			map[string]any{"proposal_id": r.ID}); err != nil {
-			return ids, err
+			return nil, err
 		}
-		if err := notifyApprovals(ctx, s.q, r.WorkspaceID); err != nil {
-			return ids, err
+		// The expiry's receipt, and nobody's judgment: the call was held.
+		prop, err := q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: r.ID, WorkspaceID: r.WorkspaceID})
+		if err != nil {
+			return nil, fmt.Errorf("proposals: get expired proposal: %w", err)
 		}
+		rid, err := s.record(ctx, q, system, receipts.KindExpiry, "expired", prop, "Nobody approved it in time; it did not run.")
+		if err != nil {
+			return nil, err
+		}
+		if err := s.judge(ctx, q, system, prop, trust.LabelHeld, rid); err != nil {
+			return nil, err
+		}
+		if !notified[r.WorkspaceID] {
+			notified[r.WorkspaceID] = true
+			if err := notifyApprovals(ctx, q, r.WorkspaceID); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("proposals: commit expiry: %w", err)
 	}
 	return ids, nil
 }
@@ -576,6 +607,13 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	}
 	for _, r := range approved {
 		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), "failed: approved but never started", map[string]any{"approval_id": r.ApprovalID}); err != nil {
+			return n, err
+		}
+		prop, err := s.q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: r.ID, WorkspaceID: r.WorkspaceID})
+		if err != nil {
+			return n, fmt.Errorf("proposals: get reconciled proposal: %w", err)
+		}
+		if _, err := s.record(ctx, s.q, auth.Principal{WorkspaceID: r.WorkspaceID}, receipts.KindRefusal, outcomeReconciled, prop, prop.Error.String); err != nil {
 			return n, err
 		}
 	}
@@ -703,6 +741,13 @@ func (s *Service) Settle(ctx context.Context, p auth.Principal, id uuid.UUID, ra
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.settled", "proposal", id.String(),
 		map[string]any{"ran": ran, "note": note, "tool": row.Tool}); err != nil {
+		return Proposal{}, err
+	}
+	kind := receipts.KindExecution
+	if !ran {
+		kind = receipts.KindRefusal
+	}
+	if _, err := s.record(ctx, q, p, kind, outcomeSettled, row, note); err != nil {
 		return Proposal{}, err
 	}
 	return fromRow(row), tx.Commit(ctx)

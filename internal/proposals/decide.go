@@ -29,6 +29,9 @@ type decision struct {
 	constraints []policy.Constraint
 	// rationaleMin is the workspace's shortest acceptable rationale.
 	rationaleMin int
+	// call is what the layers read: kept on the proposal so a past call can
+	// be decided again under another setting (the shadow preview).
+	call policy.Call
 }
 
 // auto reports whether the call is applied at once, without a person.
@@ -47,15 +50,11 @@ type scopeDecision struct {
 // found) and the workspace's settings, classifies the call, and runs every
 // layer (internal/policy). It reads rows as they are now, never cached.
 func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool, args json.RawMessage) (decision, error) {
-	sd, err := s.readScope(ctx, q, p, scope, tool)
+	rc, err := s.readForDecision(ctx, q, p, scope, tool)
 	if err != nil {
 		return decision{}, err
 	}
-	wsRow, err := q.GetWorkspace(ctx, p.WorkspaceID)
-	if err != nil {
-		return decision{}, fmt.Errorf("proposals: read workspace: %w", err)
-	}
-	ws := tools.Workspace{InternalDomains: wsRow.InternalDomains, WebhookAllowlist: wsRow.WebhookAllowlist, AutoApproveHighRisk: wsRow.AutoApproveHighRisk}
+	ws := rc.ws
 	var argMap map[string]any
 	if err := json.Unmarshal(args, &argMap); err != nil {
 		return decision{}, fmt.Errorf("proposals: decode arguments: %w", err)
@@ -67,48 +66,92 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 	}
 	class := tool.Class(argMap, ws, s.tools.Classes())
 	call := policy.Call{
-		Scope: policy.ScopeKind(scope.Kind), Effect: tool.Effect, Mode: sd.mode, Trust: sd.trust,
+		Scope: policy.ScopeKind(scope.Kind), Effect: tool.Effect, Mode: rc.scope.mode, Trust: rc.scope.trust,
 		Risk: tool.Contract.Risk, ActionClass: class,
 		HumanGated: tool.Contract.Gating.Required, ThresholdExceeded: tool.ThresholdExceeded(argMap),
 		ApproverRole:        tool.Contract.Gating.ApproverRole,
 		AutoApproveHighRisk: ws.AutoApproveHighRisk,
 		Constraints:         names,
+		// An open trust violation on the class holds it for review until
+		// the principal clears it.
+		OpenViolation: slices.Contains(rc.openViolations, class),
 	}
-	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: sd, class: class, ws: ws, constraints: constraints,
-		rationaleMin: int(wsRow.RationaleMinLength)}, nil
+	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: rc.scope, class: class, ws: ws, constraints: constraints,
+		rationaleMin: rc.rationaleMin, call: call}, nil
 }
 
-// readScope reads the scope's row and applies its gate alone (the scope's
-// disposition is kept on the proposal beside the final state).
-func (s *Service) readScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (scopeDecision, error) {
+// decisionRows is what the decision reads from the database.
+type decisionRows struct {
+	scope          scopeDecision
+	ws             tools.Workspace
+	rationaleMin   int
+	openViolations []string
+}
+
+// readForDecision reads the scope's row (owner-scoped: someone else's
+// scope is not found), the workspace's settings and the classes with an
+// open trust violation, in one round trip, as they are now: never cached.
+func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (decisionRows, error) {
 	switch scope.Kind {
 	case ScopeConversation:
-		conv, err := q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		r, err := q.ReadConversationForDecision(ctx, db.ReadConversationForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return scopeDecision{}, conversations.ErrNotFound
+			return decisionRows{}, conversations.ErrNotFound
 		}
 		if err != nil {
-			return scopeDecision{}, fmt.Errorf("proposals: read conversation: %w", err)
+			return decisionRows{}, fmt.Errorf("proposals: read conversation: %w", err)
 		}
-		mode := policy.PermissionMode(conv.PermissionMode)
-		return scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))}, nil
+		mode := policy.PermissionMode(r.PermissionMode)
+		return decisionRows{
+			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))},
+			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
+			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations,
+		}, nil
 	case ScopeNotebook:
-		nb, err := q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		r, err := q.ReadNotebookForDecision(ctx, db.ReadNotebookForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return scopeDecision{}, notebooks.ErrNotFound
+			return decisionRows{}, notebooks.ErrNotFound
 		}
 		if err != nil {
-			return scopeDecision{}, fmt.Errorf("proposals: read notebook: %w", err)
+			return decisionRows{}, fmt.Errorf("proposals: read notebook: %w", err)
 		}
-		trust := policy.TrustLevel(nb.TrustLevel)
+		trust := policy.TrustLevel(r.TrustLevel)
 		gate, err := policy.GateAction(policy.TierOf(tool.Effect), trust)
 		if err != nil {
 			// gate is already the strictest outcome; say why it was taken.
-			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", nb.ID, "err", err)
+			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", scope.ID, "err", err)
 		}
-		return scopeDecision{trust: trust, disposition: string(gate)}, nil
+		return decisionRows{
+			scope:        scopeDecision{trust: trust, disposition: string(gate)},
+			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
+			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations,
+		}, nil
 	}
-	return scopeDecision{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
+	return decisionRows{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)
+}
+
+// ownsScope checks that the scope is the caller's (someone else's is not
+// found).
+func (s *Service) ownsScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope) error {
+	var err error
+	switch scope.Kind {
+	case ScopeConversation:
+		_, err = q.GetConversation(ctx, db.GetConversationParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return conversations.ErrNotFound
+		}
+	case ScopeNotebook:
+		_, err = q.GetNotebook(ctx, db.GetNotebookParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notebooks.ErrNotFound
+		}
+	default:
+		return fmt.Errorf("proposals: unknown scope %q", scope.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("proposals: read scope: %w", err)
+	}
+	return nil
 }
 
 // refusal is the 403 for a call nobody may run here (human_only, blocked),

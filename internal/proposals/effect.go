@@ -14,6 +14,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -109,6 +110,18 @@ func (s *Service) refuseAtEffect(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 	if err := s.audit(ctx, q, p, ec.tool, "proposal.refused_at_effect", "proposal", ec.cur.ID.String(), data); err != nil {
 		return Proposal{}, err
 	}
+	row := ec.cur
+	row.EffectDecision = dj
+	if ec.edited {
+		row.AppliedArguments = ec.args
+	}
+	outcome := refusalOutcome(ec.d.State)
+	if ae, ok := why.(*apperr.Error); ok && ae.Extra["constraint"] != nil {
+		outcome = outcomeConstraint
+	}
+	if _, err := s.record(ctx, q, p, receipts.KindRefusal, outcome, row, apperr.Message(why)); err != nil {
+		return Proposal{}, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit refusal: %w", err)
 	}
@@ -155,6 +168,9 @@ func (s *Service) escalate(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth
 	if ec.edited {
 		if err := s.audit(ctx, q, p, ec.tool, "proposal.edited", "proposal", row.ID.String(), map[string]any{
 			"before": json.RawMessage(ec.cur.Arguments), "after": json.RawMessage(ec.args)}); err != nil {
+			return Proposal{}, err
+		}
+		if _, err := s.record(ctx, q, p, receipts.KindCorrection, outcomeEdited, row, ""); err != nil {
 			return Proposal{}, err
 		}
 	}
@@ -204,6 +220,9 @@ func (s *Service) claim(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Pr
 			"before": json.RawMessage(ec.cur.Arguments), "after": json.RawMessage(ec.args)}); err != nil {
 			return db.Proposal{}, err
 		}
+		if _, err := s.record(ctx, q, p, receipts.KindCorrection, outcomeEdited, claimed, ""); err != nil {
+			return db.Proposal{}, err
+		}
 	}
 	return claimed, nil
 }
@@ -219,7 +238,7 @@ func (s *Service) run(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Prin
 		if err != nil {
 			return Proposal{}, err
 		}
-		row, err := s.finish(ctx, q, p, claimed, tool, path, result, failure, dry)
+		row, err := s.finish(ctx, q, p, claimed, tool, path, result, failure, dry, false)
 		if err != nil {
 			return Proposal{}, err
 		}
@@ -320,7 +339,7 @@ func (s *Service) deliver(ctx context.Context, p auth.Principal, claimed db.Prop
 		}
 		result = redact(result, claimed.Constraints)
 	}
-	row, err := s.finish(ctx, q, p, claimed, tool, path, result, failure, false)
+	row, err := s.finish(ctx, q, p, claimed, tool, path, result, failure, false, false)
 	if err != nil {
 		return Proposal{}, err
 	}
@@ -332,7 +351,7 @@ func (s *Service) deliver(ctx context.Context, p auth.Principal, claimed db.Prop
 
 // finish moves applying → applied or failed and writes the audit row, in
 // q's transaction.
-func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, claimed db.Proposal, tool *tools.Tool, path string, result []byte, failure string, dryRun bool) (db.Proposal, error) {
+func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, claimed db.Proposal, tool *tools.Tool, path string, result []byte, failure string, dryRun, refused bool) (db.Proposal, error) {
 	status, action, data := StatusApplied, "proposal.applied", map[string]any{"path": path, "tool": claimed.Tool}
 	if failure != "" {
 		status, action = StatusFailed, "proposal.failed"
@@ -347,6 +366,9 @@ func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, c
 		return db.Proposal{}, fmt.Errorf("proposals: finish: %w", err)
 	}
 	if err := s.audit(ctx, q, p, tool, action, "proposal", claimed.ID.String(), data); err != nil {
+		return db.Proposal{}, err
+	}
+	if err := s.executed(ctx, q, p, row, path, failure, refused); err != nil {
 		return db.Proposal{}, err
 	}
 	return row, nil

@@ -125,7 +125,7 @@ func (s *Service) BeginIdempotent(ctx context.Context, p auth.Principal, scope S
 	if !ok {
 		return Begun{Held: &Idem{}}, nil // Propose answers 404 for the tool; nothing to hold
 	}
-	if _, err := s.readScope(ctx, s.q, p, scope, tool); err != nil {
+	if err := s.ownsScope(ctx, s.q, p, scope); err != nil {
 		return Begun{}, err // not the caller's scope: nothing is held or replayed
 	}
 	who := principalKey(p)

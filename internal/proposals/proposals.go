@@ -25,6 +25,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -239,12 +240,15 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	// agent's intent can be read from the audit log alone (ADR-036).
 	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
 		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID, "rationale": rationale}
-	refuse := func(err error, why map[string]any) (Proposal, error) {
+	refuse := func(err error, outcome string, why map[string]any) (Proposal, error) {
 		for k, v := range why {
 			auditData[k] = v
 		}
 		if aerr := s.audit(ctx, q, p, tool, "proposal.refused", "tool", tool.Name, auditData); aerr != nil {
 			return Proposal{}, aerr
+		}
+		if rerr := s.refusedCall(ctx, q, p, outcome, tool.Name, args, rationale, d, apperr.Message(err)); rerr != nil {
+			return Proposal{}, rerr
 		}
 		if cerr := tx.Commit(ctx); cerr != nil {
 			return Proposal{}, fmt.Errorf("proposals: commit refusal: %w", cerr)
@@ -252,10 +256,10 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, err
 	}
 	if d.State == policy.StateBlocked {
-		return refuse(refusal(d, uuid.Nil), map[string]any{"layers": d.Layers})
+		return refuse(refusal(d, uuid.Nil), outcomeBlocked, map[string]any{"layers": d.Layers})
 	}
 	if err := s.checkConstraints(ctx, q, p, tool, args, d, nil, nil); err != nil {
-		return refuse(err, map[string]any{"constraint": apperr.Message(err)})
+		return refuse(err, outcomeConstraint, map[string]any{"constraint": apperr.Message(err)})
 	}
 	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
 		if apperr.Code(err) != apperr.ERATELIMIT {
@@ -277,6 +281,10 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	constraintsJSON, err := json.Marshal(d.constraints)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
+	}
+	callJSON, err := json.Marshal(d.call)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: encode decision input: %w", err)
 	}
 	// The automatic path's decision is its effect-time decision: taken in
 	// this transaction, from the rows as they are now.
@@ -306,7 +314,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		Tool: tool.Name, Effect: string(tool.Effect), Arguments: args, Rationale: rationale,
 		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
 		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
-		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status,
+		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status, DecisionInput: callJSON,
 	}
 	if status == StatusApplying {
 		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
@@ -319,6 +327,13 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		params.ConversationID = nullUUID(scope.ID)
 	case ScopeNotebook:
 		params.NotebookID = nullUUID(scope.ID)
+	}
+	if outcome == policy.OutcomeRun && !confirmed && (!tool.Outside() || policy.DryRun(d.constraints)) {
+		// The automatic path of a tool whose effect is in this database:
+		// run it, then record everything in one statement, one transaction.
+		out, err := s.runAuto(ctx, tx, q, p, params, tool, args, d, auditData, in.Idem)
+		out.ConfirmIgnored = ignored
+		return out, err
 	}
 	row, err := q.InsertProposal(ctx, params)
 	if err != nil {
@@ -336,11 +351,17 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
 		auditData["approval_id"] = a.ID
 	}
-	if err := s.touchScope(ctx, q, p, scope, row.ID, tool.Name); err != nil {
+	if err := s.transcribe(ctx, q, p, scope, row.ID, tool.Name); err != nil {
 		return Proposal{}, err
 	}
 	if err := s.audit(ctx, q, p, tool, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
 		return Proposal{}, err
+	}
+	if d.State == policy.StateHumanOnly {
+		// Refused to the agent; the prepared action waits for the principal.
+		if _, err := s.record(ctx, q, p, receipts.KindRefusal, outcomeHumanOnly, row, "Only the principal can perform this action."); err != nil {
+			return Proposal{}, err
+		}
 	}
 	if outcome == policy.OutcomeRun {
 		// In-database tools run here and commit with the record: done, or
@@ -388,21 +409,17 @@ func confirmByOwner(p auth.Principal, confirm bool, outcome policy.Outcome, stat
 	return false, fmt.Sprintf("confirm: true stands in only for the owner's confirm card; this call is %s and waits for an approver or the principal.", state)
 }
 
-// touchScope marks the scope as active; a conversation also gets the tool
-// line in its transcript.
-func (s *Service) touchScope(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, proposalID uuid.UUID, tool string) error {
+// transcribe puts the call's line in a conversation's transcript (a
+// notebook's cells are its proposals). Nothing else about the scope is
+// written: its activity is derived from its lines and cells, so calls in
+// one scope never queue on its row.
+func (s *Service) transcribe(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, proposalID uuid.UUID, tool string) error {
 	if scope.Kind == ScopeNotebook {
-		if err := q.TouchNotebook(ctx, scope.ID); err != nil {
-			return fmt.Errorf("proposals: touch notebook: %w", err)
-		}
-		return nil
+		return nil // a notebook's cells are its proposals
 	}
 	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{ConversationID: scope.ID, Role: "tool",
 		Content: tool, ProposalID: nullUUID(proposalID), AuthorUserID: nullUUID(p.UserID)}); err != nil {
 		return fmt.Errorf("proposals: transcript: %w", err)
-	}
-	if err := q.TouchConversation(ctx, scope.ID); err != nil {
-		return fmt.Errorf("proposals: touch conversation: %w", err)
 	}
 	return nil
 }
@@ -538,6 +555,9 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 		keep = tool.Contract.Retention
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.rejected", "proposal", id.String(), map[string]any{"reason": reason, "tool": row.Tool}); err != nil {
+		return Proposal{}, err
+	}
+	if err := s.rejected(ctx, q, p, row, reason); err != nil {
 		return Proposal{}, err
 	}
 	return fromRow(row), tx.Commit(ctx)

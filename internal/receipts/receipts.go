@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/audit"
 )
 
 // Kinds of receipt.
@@ -103,20 +104,34 @@ func ContentHash(content any) ([]byte, error) {
 	return sum[:], nil
 }
 
-// Record writes a receipt for c with q, in the caller's transaction (the
-// outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
-func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {
+// Prepared is a receipt ready to be written: its id, canonical content,
+// content hash and metadata.
+type Prepared struct {
+	ID          uuid.UUID
+	Kind        string
+	ProposalID  uuid.NullUUID
+	ActionClass string
+	Content     []byte
+	ContentHash []byte
+	Metadata    []byte
+}
+
+// Prepare fills c's ReceiptID, WorkspaceID and Time and computes what is
+// stored: the canonical content, its hash and the metadata. A caller that
+// writes the receipt with other statements in one round trip uses it;
+// Record does both.
+func Prepare(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
 	id := uuid.New()
 	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
 	c.Time = now.UTC().Format(time.RFC3339Nano)
 	contentJSON, err := Canonical(c)
 	if err != nil {
-		return uuid.Nil, err
+		return Prepared{}, err
 	}
 	sum := sha256.Sum256(contentJSON)
 	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
 	if err != nil {
-		return uuid.Nil, fmt.Errorf("receipts: encode metadata: %w", err)
+		return Prepared{}, fmt.Errorf("receipts: encode metadata: %w", err)
 	}
 	var proposal uuid.NullUUID
 	if c.ProposalID != "" {
@@ -124,11 +139,45 @@ func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content
 			proposal = uuid.NullUUID{UUID: pid, Valid: true}
 		}
 	}
-	if err := q.InsertReceipt(ctx, db.InsertReceiptParams{ID: id, WorkspaceID: workspaceID, Kind: c.Kind, ProposalID: proposal,
-		ActionClass: pgText(c.ActionClass), Content: contentJSON, ContentHash: sum[:], Metadata: meta}); err != nil {
+	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, ContentHash: sum[:], Metadata: meta}, nil
+}
+
+// Record writes a receipt for c with q, in the caller's transaction (the
+// outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
+func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {
+	r, err := Prepare(workspaceID, c, now)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	if err := q.InsertReceipt(ctx, db.InsertReceiptParams{ID: r.ID, WorkspaceID: workspaceID, Kind: r.Kind, ProposalID: r.ProposalID,
+		ActionClass: pgText(r.ActionClass), Content: r.Content, ContentHash: r.ContentHash, Metadata: r.Metadata}); err != nil {
 		return uuid.Nil, fmt.Errorf("receipts: record %s: %w", c.Kind, err)
 	}
-	return id, nil
+	return r.ID, nil
 }
 
 func pgText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
+
+// ActorOf names who acted, from an audit actor (auth.Principal is one) and
+// their workspace role.
+func ActorOf(a audit.Actor, role string) Actor {
+	user, token, agent := a.AuditIdentity()
+	out := Actor{Kind: "user", Role: role}
+	switch {
+	case user == uuid.Nil:
+		return Actor{Kind: "system"}
+	case agent:
+		out.Kind = "agent"
+	}
+	out.UserID = user.String()
+	if token != uuid.Nil {
+		out.TokenID = token.String()
+	}
+	return out
+}
+
+// RecordChange records a change of a setting (a permission mode, a trust
+// level, a workspace setting) or of a role, in the caller's transaction.
+func RecordChange(ctx context.Context, q *db.Queries, kind string, actor Actor, workspaceID uuid.UUID, change map[string]any, now time.Time) (uuid.UUID, error) {
+	return Record(ctx, q, workspaceID, Content{Kind: kind, Outcome: "changed", Actor: actor, Change: change}, now)
+}

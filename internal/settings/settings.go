@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 )
 
 // Settings are a workspace's policy settings.
@@ -133,6 +135,10 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		}
 		if err := audit.Record(ctx, q, p, p.WorkspaceID, "workspace.setting_changed", "workspace", p.WorkspaceID.String(),
 			map[string]any{"setting": c.name, "old": c.old, "new": c.new}); err != nil {
+			return Settings{}, err
+		}
+		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID,
+			map[string]any{"setting": c.name, "old": c.old, "new": c.new}, time.Now()); err != nil {
 			return Settings{}, err
 		}
 	}

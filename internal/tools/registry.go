@@ -5,6 +5,8 @@ package tools
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gowebpki/jcs"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/gatehouse/gatehouse/db"
@@ -103,6 +106,56 @@ type Registry struct {
 	byName  map[string]*Tool
 	names   []string
 	classes *policy.ClassRegistry
+	hash    string
+}
+
+// Hash identifies the declarations in force: the SHA-256 (hex) of the
+// canonical JSON (RFC 8785) of every tool's name, description, effect,
+// schema and contract. Receipts name it, so an auditor can tell which
+// declarations a call was decided under.
+func (r *Registry) Hash() string { return r.hash }
+
+// declarationsHash computes Hash.
+func declarationsHash(tools []*Tool) (string, error) {
+	type decl struct {
+		Name, Description string
+		Effect            policy.Effect
+		Schema            json.RawMessage
+		Authority         policy.Authority
+		Risk              policy.Risk
+		ActionClass       string
+		ActionClasses     []string
+		Gating            struct {
+			Required                bool
+			Threshold, ApproverRole string
+			Window                  time.Duration
+		}
+		IdempotencyRequired bool
+		IdempotencyWindow   time.Duration
+		RateLimits          RateLimits
+		Retention           time.Duration
+		Constraints         []policy.Constraint
+		Outside             bool
+	}
+	out := make([]decl, len(tools))
+	for i, t := range tools {
+		c := t.Contract
+		d := decl{Name: t.Name, Description: t.Description, Effect: t.Effect, Schema: t.Schema, Authority: c.Authority, Risk: c.Risk,
+			ActionClass: c.ActionClass, ActionClasses: c.ActionClasses, IdempotencyRequired: c.Idempotency.Required,
+			IdempotencyWindow: c.Idempotency.Window, RateLimits: c.RateLimits, Retention: c.Retention, Constraints: c.Constraints, Outside: t.Outside()}
+		d.Gating.Required, d.Gating.Threshold, d.Gating.ApproverRole, d.Gating.Window = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole, c.Gating.Window
+		out[i] = d
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "", fmt.Errorf("tools: encode declarations: %w", err)
+	}
+	canonical, err := jcs.Transform(b)
+	if err != nil {
+		return "", fmt.Errorf("tools: canonical declarations: %w", err)
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // NewRegistry checks each declaration (its contract, against the action
@@ -142,6 +195,11 @@ func NewRegistry(classes *policy.ClassRegistry, decls ...Tool) (*Registry, error
 		r.names = append(r.names, d.Name)
 	}
 	sort.Strings(r.names)
+	hash, err := declarationsHash(r.List())
+	if err != nil {
+		return nil, err
+	}
+	r.hash = hash
 	return r, nil
 }
 

@@ -300,15 +300,6 @@ func violationFromRow(r db.TrustViolation) Violation {
 		FlaggedBy: r.FlaggedBy.UUID, CreatedAt: r.CreatedAt, ClearedAt: r.ClearedAt, ClearedBy: r.ClearedBy.UUID, ClearNote: r.ClearNote.String}
 }
 
-// receiptActor is p as a receipt names them.
-func receiptActor(p auth.Principal) receipts.Actor {
-	a := receipts.Actor{Kind: "user", UserID: p.UserID.String(), Role: string(p.Role)}
-	if p.TokenID != uuid.Nil {
-		a.TokenID = p.TokenID.String()
-	}
-	return a
-}
-
 func checkText(field, s string) *apperr.FieldError {
 	n := utf8.RuneCountInString(strings.TrimSpace(s))
 	if n == 0 || utf8.RuneCountInString(s) > 500 {
@@ -367,7 +358,7 @@ func (s *Service) FlagViolation(ctx context.Context, p auth.Principal, receiptID
 		proposal = r.ProposalID.UUID.String()
 	}
 	rid, err := receipts.Record(ctx, q, p.WorkspaceID, receipts.Content{Kind: receipts.KindViolation, Outcome: "flagged", ProposalID: proposal,
-		Actor: receiptActor(p), ActionClass: class, Reason: reason, Change: map[string]any{
+		Actor: receipts.ActorOf(p, string(p.Role)), ActionClass: class, Reason: reason, Change: map[string]any{
 			"action": "flagged", "category": category, "reason": reason, "receipt_id": receiptID.String(), "violation_id": row.ID.String(),
 		}}, s.now())
 	if err != nil {
@@ -423,7 +414,7 @@ func (s *Service) ClearViolation(ctx context.Context, p auth.Principal, id uuid.
 	if err != nil {
 		return Violation{}, fmt.Errorf("trust: clear violation: %w", err)
 	}
-	if _, err := receipts.Record(ctx, q, p.WorkspaceID, receipts.Content{Kind: receipts.KindViolation, Outcome: "cleared", Actor: receiptActor(p),
+	if _, err := receipts.Record(ctx, q, p.WorkspaceID, receipts.Content{Kind: receipts.KindViolation, Outcome: "cleared", Actor: receipts.ActorOf(p, string(p.Role)),
 		ActionClass: row.ActionClass, Reason: note, Change: map[string]any{
 			"action": "cleared", "note": note, "receipt_id": optionalID(row.ReceiptID.UUID), "violation_id": row.ID.String(),
 		}}, s.now()); err != nil {
@@ -615,7 +606,7 @@ func (s *Service) SetThreshold(ctx context.Context, p auth.Principal, class stri
 	}
 	change := map[string]any{"setting": "trust_threshold", "action_class": c, "old_source": source,
 		"old": map[string]any{"ci_low": old.CILow, "min_samples": old.MinSamples}, "new": map[string]any{"ci_low": th.CILow, "min_samples": th.MinSamples}}
-	if _, err := receipts.Record(ctx, q, p.WorkspaceID, receipts.Content{Kind: receipts.KindSettingChange, Outcome: "trust_threshold", Actor: receiptActor(p),
+	if _, err := receipts.Record(ctx, q, p.WorkspaceID, receipts.Content{Kind: receipts.KindSettingChange, Outcome: "changed", Actor: receipts.ActorOf(p, string(p.Role)),
 		ActionClass: c, Change: change}, s.now()); err != nil {
 		return Posterior{}, err
 	}

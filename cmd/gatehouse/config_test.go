@@ -1,0 +1,51 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestLoadConfig_TrustedProxies(t *testing.T) {
+	t.Parallel()
+	load := func(v string) (Config, error) {
+		return loadConfig("serve", nil, func(k string) string {
+			if k == "GATEHOUSE_TRUSTED_PROXIES" {
+				return v
+			}
+			return ""
+		}, io.Discard)
+	}
+	cfg, err := load("")
+	if err != nil || len(cfg.TrustedProxies) != 0 {
+		t.Fatalf("unset: %v %v, want no trusted proxy", cfg.TrustedProxies, err)
+	}
+	for v, want := range map[string][]string{
+		"127.0.0.1/32":                          {"127.0.0.1/32"},
+		"10.0.0.7":                              {"10.0.0.7/32"},
+		" 10.0.0.0/8 , 192.0.2.7,2001:db8::/32": {"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"},
+		"10.1.2.3/8":                            {"10.0.0.0/8"},
+		"::ffff:10.0.0.1":                       {"10.0.0.1/32"},
+		"2001:db8::1":                           {"2001:db8::1/128"},
+	} {
+		cfg, err := load(v)
+		if err != nil {
+			t.Errorf("%q: %v", v, err)
+			continue
+		}
+		var got []string
+		for _, p := range cfg.TrustedProxies {
+			got = append(got, p.String())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%q = %v, want %v", v, got, want)
+		}
+	}
+	for _, v := range []string{"proxy.example", "10.0.0.0/33", "10.0.0.1:80", "fe80::1%eth0", ",", "10.0.0.1,nope", "*"} {
+		_, err := load(v)
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "GATEHOUSE_TRUSTED_PROXIES") {
+			t.Errorf("%q: %v, want a usage error naming GATEHOUSE_TRUSTED_PROXIES", v, err)
+		}
+	}
+}

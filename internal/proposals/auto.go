@@ -1,0 +1,114 @@
+package proposals
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/receipts"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+// runAuto is the automatic path of a call whose effect lives in
+// Gatehouse's database (or a dry run): in the transaction that decided it,
+// the tool runs, then one statement records the proposal in its final
+// state, its transcript line, its audit rows and its receipt
+// (RecordAutoCall). A crash leaves it done or not started. A tool that
+// fails takes its own work with it: the transaction rolls back, and the
+// failed call is recorded in a fresh one (a call that did nothing is not
+// counted against rate limits).
+func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Principal, params db.InsertProposalParams,
+	tool *tools.Tool, args json.RawMessage, d decision, created map[string]any, idem *Idem) (Proposal, error) {
+	id := uuid.New()
+	dry := policy.DryRun(d.constraints)
+	var result []byte
+	failure := ""
+	if dry {
+		b, err := json.Marshal(map[string]any{"dry_run": true, "tool": tool.Name, "arguments": args,
+			"note": "Not executed: a dry_run_only constraint applies."})
+		if err != nil {
+			return Proposal{}, fmt.Errorf("proposals: encode dry run: %w", err)
+		}
+		result = b
+	} else if out, execErr := tool.Execute(ctx, q, p.WorkspaceID, args); execErr != nil {
+		failure = s.failureText(tool, db.Proposal{ID: id}, execErr)
+		tx.Rollback(ctx)
+		var err error
+		if tx, err = s.pool.Begin(ctx); err != nil {
+			return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+		}
+		defer tx.Rollback(ctx)
+		q = s.q.WithTx(tx)
+	} else {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return Proposal{}, fmt.Errorf("proposals: encode result: %w", err)
+		}
+		result = redact(b, params.Constraints)
+	}
+	row, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, dry, created)
+	if err != nil {
+		return Proposal{}, err
+	}
+	if err := idem.link(ctx, q, row.ID); err != nil {
+		return Proposal{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
+	}
+	return fromRow(row), nil
+}
+
+// recordAuto writes an automatic call's record in one statement.
+func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principal, id uuid.UUID, params db.InsertProposalParams,
+	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (db.Proposal, error) {
+	status, action := StatusApplied, "proposal.applied"
+	finished := map[string]any{"path": PathAuto, "tool": tool.Name}
+	if failure != "" {
+		status, action = StatusFailed, "proposal.failed"
+		finished["error"] = failure
+	}
+	if dry {
+		finished["dry_run"] = true
+	}
+	createdJSON, err := json.Marshal(created)
+	if err != nil {
+		return db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
+	}
+	finishedJSON, err := json.Marshal(finished)
+	if err != nil {
+		return db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
+	}
+	// The receipt names the call as it is recorded.
+	shape := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, Tool: params.Tool, ActionClass: params.ActionClass,
+		Decision: params.Decision, EffectDecision: params.Decision, Arguments: params.Arguments, Rationale: params.Rationale}
+	now := time.Now()
+	rc, err := receipts.Prepare(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(PathAuto), shape, failure), now)
+	if err != nil {
+		return db.Proposal{}, err
+	}
+	r, err := q.RecordAutoCall(ctx, db.RecordAutoCallParams{
+		ID: id, WorkspaceID: params.WorkspaceID, OwnerID: params.OwnerID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
+		ProposedByTokenID: params.ProposedByTokenID, ProposedByKind: params.ProposedByKind, Tool: params.Tool, Effect: params.Effect,
+		Arguments: params.Arguments, Rationale: params.Rationale, PermissionMode: params.PermissionMode, TrustLevel: params.TrustLevel,
+		Disposition: params.Disposition, Authority: params.Authority, Risk: params.Risk, ActionClass: params.ActionClass, State: params.State,
+		Decision: params.Decision, Constraints: params.Constraints, Status: status, Result: result,
+		Error: pgtype.Text{String: failure, Valid: failure != ""}, DryRun: dry, DecisionInput: params.DecisionInput,
+		ActorKind: audit.KindOf(p), RetentionUntil: now.Add(tool.Contract.Retention), CreatedData: createdJSON,
+		FinishedAction: action, FinishedData: finishedJSON,
+		ReceiptID: rc.ID, ReceiptContent: rc.Content, ReceiptHash: rc.ContentHash, ReceiptMetadata: rc.Metadata,
+	})
+	if err != nil {
+		return db.Proposal{}, fmt.Errorf("proposals: record call: %w", err)
+	}
+	return db.Proposal(r), nil
+}

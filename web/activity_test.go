@@ -1,0 +1,75 @@
+package web_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+)
+
+// A call in a conversation makes it the most recently active without
+// writing the conversation's row (which every call would queue on).
+func TestConversations_ListedByLastActivityWithoutTouchingTheirRow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	_, older := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "older"})
+	_, newer := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "newer"})
+	var before string
+	e.pool.QueryRow(t.Context(), "SELECT updated_at::text FROM conversations WHERE id = $1", older["id"]).Scan(&before)
+	e.api("POST", "/api/v1/conversations/"+older["id"].(string)+"/tool-calls", agent, map[string]any{"tool": "records.search",
+		"arguments": map[string]any{"query": "x"}, "rationale": "look something up"})
+	resp, list := e.api("GET", "/api/v1/conversations", agent, nil)
+	items, _ := list["conversations"].([]any)
+	if resp.StatusCode != http.StatusOK || len(items) != 2 || items[0].(map[string]any)["id"] != older["id"] {
+		t.Fatalf("list after a call in the older conversation: %v (newer is %v)", list, newer["id"])
+	}
+	var after string
+	e.pool.QueryRow(t.Context(), "SELECT updated_at::text FROM conversations WHERE id = $1", older["id"]).Scan(&after)
+	if after != before {
+		t.Fatal("a call wrote the conversation's row")
+	}
+}
+
+// Tokens are believed for at most auth.TokenCacheTTL without asking the
+// database: a token revoked on one instance stops at once there and within
+// that time on every other.
+func TestTokens_ARevokedTokenStopsOnEveryInstanceWithinASecond(t *testing.T) {
+	t.Parallel()
+	a := newEnv(t)
+	b := newEnvOn(t, a.pool)
+	a.user("owner@example.com", auth.RoleMember)
+	token := a.token("owner@example.com", auth.TokenAgent)
+	me := func(e *env) int {
+		req, _ := http.NewRequest(http.MethodGet, e.url+"/api/v1/me", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if me(a) != http.StatusOK || me(b) != http.StatusOK {
+		t.Fatal("the token does not work")
+	}
+	var id uuid.UUID
+	a.pool.QueryRow(t.Context(), "SELECT id FROM api_tokens WHERE kind = 'agent'").Scan(&id)
+	if err := a.auth.RevokeToken(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if me(a) != http.StatusUnauthorized {
+		t.Fatal("the revoking instance still accepts the token")
+	}
+	deadline := time.Now().Add(auth.TokenCacheTTL + 500*time.Millisecond)
+	for me(b) != http.StatusUnauthorized {
+		if time.Now().After(deadline) {
+			t.Fatalf("the other instance still accepts the token after %s", auth.TokenCacheTTL+500*time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
