@@ -19,6 +19,7 @@ require (
 	github.com/tsenart/vegeta/v12 v12.12.0
 	golang.org/x/crypto v0.57.0
 	golang.org/x/term v0.46.0
+	gonum.org/v1/gonum v0.17.0
 )
 
 require (

@@ -13,8 +13,8 @@ import (
 )
 
 const createAPIToken = `-- name: CreateAPIToken :one
-INSERT INTO api_tokens (workspace_id, user_id, kind, name, token_hash)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO api_tokens (workspace_id, user_id, kind, name, token_hash, connector)
+VALUES ($1, $2, $3, $4, $5, $6)
 RETURNING id, workspace_id, user_id, kind, name, created_at
 `
 
@@ -24,6 +24,7 @@ type CreateAPITokenParams struct {
 	Kind        string
 	Name        string
 	TokenHash   []byte
+	Connector   bool
 }
 
 type CreateAPITokenRow struct {
@@ -42,6 +43,7 @@ func (q *Queries) CreateAPIToken(ctx context.Context, arg CreateAPITokenParams) 
 		arg.Kind,
 		arg.Name,
 		arg.TokenHash,
+		arg.Connector,
 	)
 	var i CreateAPITokenRow
 	err := row.Scan(
@@ -56,7 +58,7 @@ func (q *Queries) CreateAPIToken(ctx context.Context, arg CreateAPITokenParams) 
 }
 
 const lookupAPIToken = `-- name: LookupAPIToken :one
-SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, u.email, m.role,
+SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, t.connector, u.email, m.role,
        ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM api_tokens t
 JOIN users u ON u.id = t.user_id
@@ -70,6 +72,7 @@ type LookupAPITokenRow struct {
 	UserID        uuid.UUID
 	Kind          string
 	Name          string
+	Connector     bool
 	Email         string
 	Role          string
 	ApproverRoles []string
@@ -86,6 +89,7 @@ func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupA
 		&i.UserID,
 		&i.Kind,
 		&i.Name,
+		&i.Connector,
 		&i.Email,
 		&i.Role,
 		&i.ApproverRoles,

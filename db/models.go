@@ -22,6 +22,7 @@ type ApiToken struct {
 	CreatedAt   time.Time
 	LastUsedAt  *time.Time
 	RevokedAt   *time.Time
+	Connector   bool
 }
 
 type Approval struct {

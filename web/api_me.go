@@ -10,6 +10,8 @@ type meToken struct {
 	ID   string `json:"id"`
 	Kind string `json:"kind"`
 	Name string `json:"name"`
+	// Connector is set only on a connector's token.
+	Connector bool `json:"connector,omitempty"`
 }
 
 type meResponse struct {
@@ -25,6 +27,6 @@ func (s *Server) apiMe(c echo.Context) error {
 	p := principal(c)
 	return c.JSON(http.StatusOK, meResponse{
 		UserID: p.UserID.String(), Email: p.Email, WorkspaceID: p.WorkspaceID.String(), Role: string(p.Role),
-		Token: meToken{ID: p.TokenID.String(), Kind: string(p.TokenKind), Name: p.TokenName},
+		Token: meToken{ID: p.TokenID.String(), Kind: string(p.TokenKind), Name: p.TokenName, Connector: p.Connector},
 	})
 }

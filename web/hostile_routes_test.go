@@ -32,7 +32,8 @@ func fingerprint(t *testing.T, e *env) string {
 	t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"workspaces", "users", "workspace_members", "approver_roles", "api_tokens", "conversations", "messages",
-		"notebooks", "proposals", "approvals", "approval_votes", "records", "outbox", "idempotency_keys", "rate_counters", "audit_events", "payment_requests"} {
+		"notebooks", "proposals", "approvals", "approval_votes", "records", "outbox", "idempotency_keys", "rate_counters", "audit_events", "payment_requests",
+		"receipts", "evidence", "trust_violations", "trust_thresholds"} {
 		var sum string
 		row := "t::text"
 		if table == "api_tokens" {
@@ -63,6 +64,9 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	_, deferred := e.api("POST", convURL+"/tool-calls", agent, map[string]any{"tool": "t.send", "idempotency_key": "send-hostile-0000001",
 		"arguments": map[string]any{"to": "ana@example.com"}, "rationale": "a deferred call"})
 	prop, packet := "/proposals/"+pending["proposal_id"].(string), "/admin/approvals/"+deferred["approval_id"].(string)
+	receipt := e.executionReceipt("email.send.external")
+	_, flagged := e.api("POST", "/api/v1/receipts/"+receipt+"/violation", user, map[string]any{"category": "other", "reason": "a violation to clear"})
+	violation := flagged["id"].(string)
 	toolCall := `{"tool": "records.put", "arguments": {"collection": "c", "key": %s, "value": {}}, "rationale": "a hostile call"}`
 	routes := []hostileRoute{
 		{"POST", "/api/v1/conversations", `{"title": %s}`, false, user},
@@ -78,6 +82,10 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1" + prop + "/performed", `{"note": %s}`, false, user},
 		{"POST", packet + "/approve", `{"constraints": [{"kind": "recipient_allowlist", "values": [%s]}]}`, false, boss},
 		{"POST", packet + "/reject", `{"reason": %s}`, false, boss},
+		{"POST", "/api/v1/evidence", `{"action_class": %s, "label": "approved"}`, false, user},
+		{"POST", "/api/v1/receipts/" + receipt + "/violation", `{"category": "other", "reason": %s}`, false, user},
+		{"POST", "/api/v1/violations/" + violation + "/clear", `{"note": %s}`, false, user},
+		{"PUT", "/api/v1/action-classes/tool.call.local/threshold", `{"min_samples": 10, "ci_low": %s}`, false, user},
 		// Browser forms, with the session's CSRF token.
 		{"POST", "/conversations", "title=%s", true, ""},
 		{"POST", "/conversations/" + conv["id"].(string) + "/mode", "permission_mode=%s", true, ""},
@@ -95,11 +103,13 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", packet + "/approve", "recipient_allowlist=%s", true, ""},
 		{"POST", packet + "/reject", "reason=%s", true, ""},
 		{"POST", "/admin/proposals/" + pending["proposal_id"].(string) + "/settle", "ran=no&note=%s", true, ""},
+		{"POST", "/trust/thresholds", "action_class=%s&ci_low=0.9&min_samples=10", true, ""},
+		{"POST", "/trust/violations/" + violation + "/clear", "note=%s", true, ""},
 		{"POST", "/signin", "email=%s&password=x", true, ""},
 	}
 	// Every state-changing route is in the table (sign-out, which takes
 	// no input, aside).
-	covered := map[string]bool{"POST /signout": true}
+	covered := map[string]bool{"POST /signout": true, "PUT /api/v1/action-classes/:class/threshold": true}
 	for _, r := range routes {
 		covered[r.method+" "+routePattern(r.path)] = true
 	}

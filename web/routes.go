@@ -67,6 +67,13 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/proposals/:id/apply", s.apiApplyProposal)
 	api.POST("/proposals/:id/reject", s.apiRejectProposal)
 	api.POST("/proposals/:id/performed", s.apiPerformProposal)
+	api.POST("/evidence", s.apiRecordEvidence)
+	api.POST("/receipts/:id/violation", s.apiFlagViolation)
+	api.GET("/violations", s.apiListViolations)
+	api.POST("/violations/:id/clear", s.apiClearViolation)
+	api.GET("/action-classes", s.apiListActionClasses)
+	api.GET("/action-classes/:class/posterior", s.apiGetPosterior)
+	api.PUT("/action-classes/:class/threshold", s.apiSetThreshold)
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(s.csrfConfig())
@@ -101,6 +108,9 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/proposals/:id/apply", s.applyProposal, signedIn...)
 	e.POST("/proposals/:id/reject", s.rejectProposal, signedIn...)
 	e.POST("/proposals/:id/performed", s.performProposal, signedIn...)
+	e.GET("/trust", s.trustPage, signedIn...)
+	e.POST("/trust/thresholds", s.setTrustThreshold, signedIn...)
+	e.POST("/trust/violations/:id/clear", s.clearViolation, signedIn...)
 	e.GET("/admin", s.adminPage, approver...)
 	e.GET("/admin/settings", s.settingsPage, approver...)
 	e.GET("/admin/outbox", s.outboxPage, approver...)

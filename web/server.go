@@ -25,6 +25,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/settings"
 	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/internal/trust"
 )
 
 //go:embed static
@@ -54,6 +55,7 @@ type Server struct {
 	nbs      *notebooks.Service
 	settings *settings.Service
 	props    *proposals.Service
+	trust    *trust.Service
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
 	stopped  chan struct{}
@@ -72,6 +74,7 @@ type Services struct {
 	Notebooks     *notebooks.Service
 	Proposals     *proposals.Service
 	Settings      *settings.Service
+	Trust         *trust.Service
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -83,6 +86,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Notebooks:     notebooks.NewService(pool),
 		Proposals:     proposals.NewService(pool, registry, log),
 		Settings:      settings.NewService(pool),
+		Trust:         trust.NewService(pool, registry.Classes()),
 	}
 }
 
@@ -112,7 +116,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals, trust: svc.Trust,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
 	s.events = newHub()

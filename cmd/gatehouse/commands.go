@@ -268,10 +268,12 @@ func tokenCommand(ctx context.Context, args []string, getenv func(string) string
 		})
 	}
 	var email, kind, name string
+	var connector bool
 	cfg, err := loadConfig("token create", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
 		fs.StringVar(&email, "email", "", "the owner's email")
 		fs.StringVar(&kind, "kind", "agent", "agent (acts for an agent on the owner's behalf) or user (acts as the owner)")
 		fs.StringVar(&name, "name", "", "a name for the agent or script")
+		fs.BoolVar(&connector, "connector", false, "a user token for a connector (a mail client, a calendar): its evidence weighs as a connector's (0.3), not the principal's")
 	})
 	if err != nil {
 		return err
@@ -279,8 +281,15 @@ func tokenCommand(ctx context.Context, args []string, getenv func(string) string
 	if email == "" || name == "" {
 		return usageError("token create needs --email and --name")
 	}
+	if connector && kind != string(auth.TokenUser) {
+		return usageError("token create --connector makes a user token: pass --kind user (an agent's evidence is never upgraded)")
+	}
 	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
-		token, err := a.CreateToken(ctx, email, auth.TokenKind(kind), name)
+		create := func() (string, error) { return a.CreateToken(ctx, email, auth.TokenKind(kind), name) }
+		if connector {
+			create = func() (string, error) { return a.CreateConnectorToken(ctx, email, name) }
+		}
+		token, err := create()
 		if err != nil {
 			return err
 		}

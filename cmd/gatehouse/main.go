@@ -67,8 +67,10 @@ Commands:
   user role grant|revoke --email E --role R
                              give or take a named approver role (finance-approver)
   user role list             print each named approver role and its holder
-  token create --email E --kind agent|user --name N
-                             print a new API token (shown once)
+  token create --email E --kind agent|user --name N [--connector]
+                             print a new API token (shown once); --connector
+                             (with --kind user) for a connector, whose
+                             evidence weighs 0.3
   token revoke --id ID       revoke an API token
   db url                     print the database URL (starts the embedded one if needed)
   audit purge                delete the audit rows past their retention

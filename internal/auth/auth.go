@@ -70,6 +70,10 @@ type Principal struct {
 	TokenKind TokenKind
 	// TokenName names the agent (or script) for an API token.
 	TokenName string
+	// Connector marks a user token that a connector (a mail client, a
+	// calendar) acts with: its judgments are weighed as a connector's
+	// evidence, not the principal's. Agent tokens are never connectors.
+	Connector bool
 	// ApproverRoles are the named approver roles the user holds in the
 	// workspace (finance-approver…), read when the request authenticated.
 	// The resolving transaction reads them again from the rows.
@@ -327,6 +331,16 @@ const tokenPrefix = "gh_"
 // CreateToken issues an API token for the user with that email. The token
 // is returned once; only its SHA-256 is stored.
 func (s *Service) CreateToken(ctx context.Context, email string, kind TokenKind, name string) (string, error) {
+	return s.createToken(ctx, email, kind, name, false)
+}
+
+// CreateConnectorToken issues a user token for a connector acting for the
+// user with that email (see Principal.Connector).
+func (s *Service) CreateConnectorToken(ctx context.Context, email, name string) (string, error) {
+	return s.createToken(ctx, email, TokenUser, name, true)
+}
+
+func (s *Service) createToken(ctx context.Context, email string, kind TokenKind, name string, connector bool) (string, error) {
 	if kind != TokenAgent && kind != TokenUser {
 		return "", apperr.Invalid("kind must be agent or user", apperr.FieldError{Field: "kind", Message: "must be agent or user"})
 	}
@@ -356,7 +370,7 @@ func (s *Service) CreateToken(ctx context.Context, email string, kind TokenKind,
 	token := tokenPrefix + string(kind[0]) + "_" + base64.RawURLEncoding.EncodeToString(raw)
 	sum := sha256.Sum256([]byte(token))
 	if _, err := s.q.CreateAPIToken(ctx, db.CreateAPITokenParams{
-		WorkspaceID: p.WorkspaceID, UserID: u.ID, Kind: string(kind), Name: name, TokenHash: sum[:],
+		WorkspaceID: p.WorkspaceID, UserID: u.ID, Kind: string(kind), Name: name, TokenHash: sum[:], Connector: connector,
 	}); err != nil {
 		return "", fmt.Errorf("auth: store token: %w", err)
 	}
@@ -385,7 +399,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	}
 	p := Principal{
 		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
-		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, ApproverRoles: row.ApproverRoles,
+		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, Connector: row.Connector, ApproverRoles: row.ApproverRoles,
 	}
 	// Best effort, and at most once a minute per token (the query says so
 	// too): a failed touch must not fail the request.
