@@ -25,7 +25,11 @@ soak: ensure-postgres ## crash suite: SIGKILL a real server during concurrent to
 	$(GO) test -tags soak -run Soak -count=1 -v -timeout 30m ./cmd/gatehouse
 
 .PHONY: bench
-bench: ensure-postgres ## run the benchmarks
+bench: ensure-postgres ensure-pgbench ## the gate against pgbench's one-row INSERT on one cluster, and the pure parts; writes docs/performance.md (BENCH_DURATION=10s; see it)
+	bash .ci/bench
+
+.PHONY: bench-go
+bench-go: ensure-postgres ## every Go benchmark, 6 times (for benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count 6 ./...
 
 .PHONY: load
@@ -77,6 +81,21 @@ ensure-postgres:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
 		else \
 			echo "PostgreSQL's server binaries are missing: install the postgresql package (sudo apt-get install postgresql) or set DATABASE_URL"; exit 1; \
+		fi; \
+	fi
+
+# pgbench, for make bench's baseline: Debian ships it in postgresql-<version>
+# (older releases in postgresql-contrib). As root, install them when it is
+# missing.
+PGBENCH_FOUND = [ -x "$$(pg_config --bindir 2>/dev/null)/pgbench" ] || ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1
+.PHONY: ensure-pgbench
+ensure-pgbench:
+	@if ! { $(PGBENCH_FOUND); }; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing pgbench (Debian packages postgresql and postgresql-contrib)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql postgresql-contrib >/dev/null; \
+		else \
+			echo "pgbench is missing: install PostgreSQL's server package (sudo apt-get install postgresql postgresql-contrib)"; exit 1; \
 		fi; \
 	fi
 

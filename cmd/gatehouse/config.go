@@ -38,6 +38,9 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
 	// the client's address; none by default.
 	TrustedProxies []netip.Prefix
+	// PprofAddr, when set, is a loopback host:port where serve exposes
+	// net/http/pprof on a listener of its own; off by default.
+	PprofAddr string
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -61,6 +64,10 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		SMTPPassword:     getenv("GATEHOUSE_SMTP_PASSWORD"),
 		DBMaxConns:       defaultDBMaxConns(),
 		IdempotencyLease: 60 * time.Second,
+		PprofAddr:        getenv("GATEHOUSE_PPROF_ADDR"),
+	}
+	if cfg.PprofAddr != "" && !isLoopbackAddr(cfg.PprofAddr) {
+		return cfg, usageError("GATEHOUSE_PPROF_ADDR must be a loopback IP address and port, such as 127.0.0.1:6060 or [::1]:6060: profiles expose the process's internals")
 	}
 	if v := getenv("GATEHOUSE_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -131,6 +138,22 @@ func envOr(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// isLoopbackAddr reports whether addr is a loopback IP address and a port,
+// which only this machine can reach. A name (localhost) is refused: what it
+// resolves to is not ours to trust; an empty host (":6060") listens
+// everywhere.
+func isLoopbackAddr(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return false
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Zone() == "" && a.Unmap().IsLoopback()
 }
 
 // parseTrustedProxies reads a comma-separated list of IP addresses (each a

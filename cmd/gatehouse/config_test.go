@@ -49,3 +49,30 @@ func TestLoadConfig_TrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadConfig_PprofAddrIsLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	load := func(v string) (Config, error) {
+		return loadConfig("serve", nil, func(k string) string {
+			if k == "GATEHOUSE_PPROF_ADDR" {
+				return v
+			}
+			return ""
+		}, io.Discard)
+	}
+	if cfg, err := load(""); err != nil || cfg.PprofAddr != "" {
+		t.Fatalf("unset: %q %v, want off", cfg.PprofAddr, err)
+	}
+	for _, v := range []string{"127.0.0.1:6060", "127.0.0.2:0", "[::1]:6060", "[::ffff:127.0.0.1]:6060"} {
+		if cfg, err := load(v); err != nil || cfg.PprofAddr != v {
+			t.Errorf("%q: %q %v, want accepted", v, cfg.PprofAddr, err)
+		}
+	}
+	for _, v := range []string{":6060", "0.0.0.0:6060", "[::]:6060", "192.0.2.7:6060", "localhost:6060", "pprof.example:6060",
+		"127.0.0.1", "127.0.0.1:http", "127.0.0.1:70000", "[fe80::1%lo]:6060"} {
+		_, err := load(v)
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "GATEHOUSE_PPROF_ADDR") {
+			t.Errorf("%q: %v, want a usage error naming GATEHOUSE_PPROF_ADDR", v, err)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -204,6 +205,44 @@ func TestServe_EmbeddedPostgresOnAFreshDataDir(t *testing.T) {
 	}
 	signIn(t, again.URL, "admin@localhost", password)
 	signIn(t, again.URL, "bo@example.com", "another long password")
+}
+
+// TestServe_PprofOnlyOnItsOwnLoopbackListener: profiles are off unless
+// GATEHOUSE_PPROF_ADDR is set, and then served on that listener alone,
+// never through the main router.
+func TestServe_PprofOnlyOnItsOwnLoopbackListener(t *testing.T) {
+	t.Parallel()
+	pprofLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pprofAddr := pprofLn.Addr().String()
+	pprofLn.Close()
+	s := startServer(t, map[string]string{
+		"DATABASE_URL":             dbtest.MustURL(t),
+		"GATEHOUSE_ADMIN_PASSWORD": "the admin's password",
+		"GATEHOUSE_PPROF_ADDR":     pprofAddr,
+	})
+	get := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("http://" + pprofAddr + "/debug/pprof/cmdline"); code != http.StatusOK {
+		t.Errorf("pprof listener: %d, want 200", code)
+	}
+	if code := get(s.URL + "/debug/pprof/cmdline"); code != http.StatusNotFound {
+		t.Errorf("main router serves /debug/pprof/cmdline: %d, want 404", code)
+	}
+
+	off := startServer(t, map[string]string{"DATABASE_URL": dbtest.MustURL(t), "GATEHOUSE_ADMIN_PASSWORD": "the admin's password"})
+	if strings.Contains(off.stderr.String(), "pprof") {
+		t.Errorf("pprof is on without GATEHOUSE_PPROF_ADDR:\n%s", off.stderr.String())
+	}
 }
 
 func TestRun_UsageErrors(t *testing.T) {

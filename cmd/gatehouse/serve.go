@@ -67,6 +67,14 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
+	if cfg.PprofAddr != "" {
+		stopPprof, err := startPprof(cfg.PprofAddr, log)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopPprof()
+	}
 	url := "http://" + ln.Addr().String()
 	if generated != "" && cfg.AdminPassword == "" {
 		// Shown once, on the terminal only: it is stored only as a hash.

@@ -1,0 +1,174 @@
+// Command gatehouse-bench measures the gate against PostgreSQL's own limit,
+// on one cluster in one run: pgbench's one-row INSERT first, then
+// closed-loop HTTP phases through a real server on the same cluster, then
+// the Go micro-benchmarks of the pure parts. Every HTTP figure is reported
+// beside the pgbench figure at the same client count, so the ratios mean
+// something on a shared, noisy machine.
+//
+//	gatehouse-bench -server-log server.log -server-pid 1234 -gatehouse bin/gatehouse -duration 10s -doc docs/performance.md
+//
+// `make bench` (.ci/bench) starts a throwaway server on its own embedded
+// PostgreSQL and runs this against it. The command finds the server's URL
+// (and its pprof listener, if any) in its log, waits for /readyz, makes a
+// member with an agent and a user token with the gatehouse CLI, and asks
+// the CLI for the database URL (`gatehouse db url`), so it needs nothing
+// but Go and PostgreSQL's binaries.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gatehouse-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command's flags.
+type options struct {
+	url       string        // the server; empty: read from serverLog
+	serverLog string        // the server's log (JSON lines at level info)
+	serverPID int           // for its RSS; 0: not reported
+	gatehouse string        // the gatehouse binary, for users, tokens and the database URL
+	pgbench   string        // pgbench; empty: found next to PostgreSQL's server binaries
+	clients   int           // clients of the concurrent phases
+	duration  time.Duration // each phase
+	soak      time.Duration // an extra long phase sampling RSS; 0: off
+	profile   bool          // take a CPU profile of the headline phase
+	goBench   bool          // run the Go micro-benchmarks
+	doc       string        // write the report here; empty: print only
+	command   string        // the command that ran this, quoted in the report
+	revision  string        // the source revision, quoted in the report
+}
+
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("gatehouse-bench", flag.ContinueOnError)
+	fs.StringVar(&o.url, "url", "", "the server (default: the URL its log says it listens on)")
+	fs.StringVar(&o.serverLog, "server-log", "", "the server's log, to find its URL and pprof listener")
+	fs.IntVar(&o.serverPID, "server-pid", 0, "the server's process id, for its resident memory (RSS)")
+	fs.StringVar(&o.gatehouse, "gatehouse", "gatehouse", "the gatehouse binary (user create, token create, db url)")
+	fs.StringVar(&o.pgbench, "pgbench", "", "pgbench (default: next to PostgreSQL's server binaries, then PATH)")
+	fs.IntVar(&o.clients, "clients", 8, "clients in the concurrent phases (the single-client phase has 1)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each phase")
+	fs.DurationVar(&o.soak, "soak", 0, "also run an 8-client phase this long, sampling the server's RSS every 10s (0: off)")
+	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of the headline phase from the server's pprof listener")
+	fs.BoolVar(&o.goBench, "go-bench", true, "run the Go micro-benchmarks of the pure parts")
+	fs.StringVar(&o.doc, "doc", "", "write the report to this file (docs/performance.md)")
+	fs.StringVar(&o.command, "command", "make bench", "the command quoted in the report")
+	fs.StringVar(&o.revision, "revision", "", "the source revision quoted in the report")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case o.url == "" && o.serverLog == "":
+		return o, errors.New("-url or -server-log is required")
+	case o.clients < 1 || o.clients > 256:
+		return o, errors.New("-clients must be from 1 to 256")
+	case o.duration < time.Second:
+		return o, errors.New("-duration must be at least 1s (pgbench counts whole seconds)")
+	case o.soak != 0 && o.soak < 30*time.Second:
+		return o, errors.New("-soak must be 0 (off) or at least 30s")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	o, err := parseOptions(args)
+	if err != nil {
+		return err
+	}
+	srv, err := waitForServer(ctx, o)
+	if err != nil {
+		return err
+	}
+	acct, err := makeAccount(ctx, o.gatehouse)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "gatehouse-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	m, err := describeMachine(ctx, acct.dbURL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%d cores (%s), %s, %s; %s per phase, %d clients\n\n", m.Cores, m.CPU, m.Postgres, m.Go, o.duration, o.clients)
+
+	pgbench, err := findPgbench(o.pgbench)
+	if err != nil {
+		return err
+	}
+	bl := &baseline{bin: pgbench, dbURL: acct.dbURL, dir: filepath.Join(tmp, "pgbench")}
+	if err := bl.prepare(ctx); err != nil {
+		return err
+	}
+	defer bl.cleanup(context.Background())
+	rep := &report{machine: m, opts: o}
+	for _, n := range uniq(o.clients, 1) {
+		r, err := bl.run(ctx, n, o.duration)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, progress(r))
+		rep.baselines = append(rep.baselines, r)
+	}
+
+	b := &bench{base: srv.url, pprof: srv.pprof, agent: acct.agent, owner: acct.owner, pid: o.serverPID, out: out}
+	if err := b.phases(ctx, o, rep); err != nil {
+		return err
+	}
+	if o.goBench {
+		fmt.Fprintf(out, "Go micro-benchmarks (%s): go test -bench '%s' %s\n", goBenchTime(o.duration), goBenchPattern, strings.Join(goBenchPackages, " "))
+		gb, err := runGoBenchmarks(ctx, goBenchTime(o.duration))
+		if err != nil {
+			return err
+		}
+		rep.goBench = gb
+	}
+	fmt.Fprintln(out)
+	rep.printText(out)
+	if o.doc != "" {
+		if err := os.WriteFile(o.doc, rep.markdown(), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.doc, err)
+		}
+		fmt.Fprintf(out, "\nwrote %s\n", o.doc)
+	}
+	return nil
+}
+
+// goBenchTime scales the micro-benchmarks with the phases: 1s each for a
+// full run, less for a smoke run.
+func goBenchTime(phase time.Duration) time.Duration {
+	return min(time.Second, max(100*time.Millisecond, phase/10))
+}
+
+func uniq(ns ...int) []int {
+	var out []int
+	for _, n := range ns {
+		if len(out) == 0 || out[len(out)-1] != n {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// report is everything one run measured.
+type report struct {
+	machine   machine
+	opts      options
+	baselines []row // pgbench, by client count
+	phases    []row // the HTTP phases, in the order they ran
+	soak      *soakResult
+	goBench   goBenchResults
+	profile   string // the CPU profile's path, or why there is none
+}
+
+// progress is one line printed as a phase ends.
+func progress(r row) string {
+	s := fmt.Sprintf("  %-48s %3d clients %9.0f/s  p50 %9s  p99 %9s", r.Name, r.Clients, r.Rate, fmtDur(r.P50), fmtDur(r.P99))
+	if r.Want != "-" && r.OK != r.Calls {
+		s += fmt.Sprintf("  %d of %d calls got %s; others: %s", r.OK, r.Calls, r.Want, strings.Join(r.Errors, " | "))
+	}
+	return s
+}
+
+// baselineFor is the pgbench row at n clients.
+func (rep *report) baselineFor(n int) (row, bool) {
+	for _, b := range rep.baselines {
+		if b.Clients == n {
+			return b, true
+		}
+	}
+	return row{}, false
+}
+
+// ratios are the throughput ratio (calls/s ÷ pgbench tps) and the latency
+// ratio (p99 ÷ pgbench p99) at the same client count.
+func (rep *report) ratios(r row) (throughput, latency string) {
+	b, ok := rep.baselineFor(r.Clients)
+	if !ok || b.Rate == 0 || b.P99 == 0 {
+		return "-", "-"
+	}
+	return fmt.Sprintf("%.2f×", r.Rate/b.Rate), fmt.Sprintf("%.1f×", float64(r.P99)/float64(b.P99))
+}
+
+func (rep *report) rows() []row { return append(append([]row{}, rep.baselines...), rep.phases...) }
+
+// cells is one row of the main table.
+func (rep *report) cells(r row) []string {
+	tput, lat := "1.00×", "1.0×"
+	if r.Want != "-" {
+		tput, lat = rep.ratios(r)
+	}
+	ok := "-"
+	if r.Want != "-" {
+		ok = fmt.Sprintf("%s: %.1f %%", r.Want, 100*float64(r.OK)/float64(max(1, r.Calls)))
+	}
+	rss := "-"
+	if r.RSSStart > 0 && r.RSSEnd > 0 {
+		rss = fmt.Sprintf("%.0f → %.0f", mib(r.RSSStart), mib(r.RSSEnd))
+	}
+	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss}
+}
+
+var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB"}
+
+// headline is the sentence the README quotes: the first auto-apply phase.
+func (rep *report) headline() string {
+	for _, r := range rep.phases {
+		if strings.HasPrefix(r.Name, "records.put, auto-apply, one conversation") {
+			tput, lat := rep.ratios(r)
+			return fmt.Sprintf("an auto-applied `records.put` (%d clients, one conversation) ran at %s the calls/s of PostgreSQL's own one-row INSERT (pgbench, same cluster, same client count), with a p99 latency %s pgbench's",
+				r.Clients, tput, lat)
+		}
+	}
+	return ""
+}
+
+func (rep *report) printText(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rep.rows() {
+		fmt.Fprintln(tw, strings.Join(rep.cells(r), "\t"))
+	}
+	tw.Flush()
+	if h := rep.headline(); h != "" {
+		fmt.Fprintf(w, "\nHeadline: %s.\n", h)
+	}
+	if rep.soak != nil {
+		fmt.Fprintf(w, "\nSoak (%s): %s\n", rep.opts.soak, rep.soak.verdict())
+	}
+	if len(rep.goBench.Benchmarks) > 0 || len(rep.goBench.Missing) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "package\tbenchmark\tns/op\tB/op\tallocs/op\t")
+		for _, b := range rep.goBench.Benchmarks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Package, b.Name, fmtNs(b.NsPerOp), fmtInt(b.BytesPerOp), fmtInt(b.AllocsPerOp), budget(b))
+		}
+		tw.Flush()
+		if len(rep.goBench.Missing) > 0 {
+			fmt.Fprintf(w, "not in this tree yet: %s\n", strings.Join(rep.goBench.Missing, ", "))
+		}
+	}
+	if rep.profile != "" {
+		fmt.Fprintf(w, "\nCPU profile of %q: %s\n(read it with: go tool pprof -top %s)\n", "records.put, auto-apply, one conversation", rep.profile, rep.profile)
+	}
+}
+
+// budget says whether a decision benchmark is within its budget.
+func budget(b goBench) string {
+	if !strings.HasPrefix(b.Name, "BenchmarkDecide") {
+		return ""
+	}
+	if time.Duration(b.NsPerOp) <= decideTarget {
+		return "within the 2 µs target"
+	}
+	return "over the 2 µs target"
+}
+
+// verdict says how the server's RSS moved during the soak: growth is
+// measured from the first minute's end (after warm-up: pools, caches) to
+// the last sample.
+func (s *soakResult) verdict() string {
+	if len(s.Samples) < 2 {
+		return "too few samples"
+	}
+	from := s.Samples[0]
+	for _, x := range s.Samples {
+		if x.At >= time.Minute {
+			from = x
+			break
+		}
+	}
+	last := s.Samples[len(s.Samples)-1]
+	peak := from.KiB
+	for _, x := range s.Samples {
+		peak = max(peak, x.KiB)
+	}
+	growth := last.KiB - from.KiB
+	pct := 100 * float64(growth) / float64(max(1, from.KiB))
+	flat := "flat"
+	if growth > 16*1024 && pct > 10 {
+		flat = "GROWING"
+	}
+	return fmt.Sprintf("%s: %.0f MiB at %s, %.0f MiB at the end (%+.1f MiB, %+.1f %%), peak %.0f MiB; %d calls at %.0f/s",
+		flat, mib(from.KiB), from.At.Round(time.Second), mib(last.KiB), mib(growth), pct, mib(peak), s.Calls, s.Rate)
+}
+
+// markdown is docs/performance.md.
+func (rep *report) markdown() []byte {
+	var b bytes.Buffer
+	m := rep.machine
+	fmt.Fprintf(&b, `# Performance
+
+What a call through the gate costs, measured against PostgreSQL's own
+one-row INSERT on the same cluster, in the same run. This file is written
+by `+"`make bench`"+`; do not edit it by hand.
+
+## Latest run
+
+- Command: `+"`%s`"+` (each phase %s; %d clients, and 1 for the single-client rows)
+- Machine: %d cores (runtime.NumCPU), %s
+- %s, the server's own embedded cluster
+- %s; %s UTC%s
+
+`, rep.command(), rep.opts.duration, rep.opts.clients, m.Cores, m.CPU, m.Postgres, m.Go, m.Date.Format("2006-01-02 15:04"), rep.revision())
+	table := func(header []string, rows [][]string) {
+		fmt.Fprintf(&b, "| %s |\n|", strings.Join(header, " | "))
+		for i := range header {
+			if i == 0 {
+				b.WriteString("---|")
+			} else {
+				b.WriteString("---:|")
+			}
+		}
+		b.WriteString("\n")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(r, " | "))
+		}
+	}
+	var rows [][]string
+	for _, r := range rep.rows() {
+		rows = append(rows, rep.cells(r))
+	}
+	table(header, rows)
+	if h := rep.headline(); h != "" {
+		fmt.Fprintf(&b, "\nHeadline: %s.\n", h)
+	}
+	var notes []string
+	for _, r := range rep.phases {
+		if r.Note != "" {
+			notes = append(notes, fmt.Sprintf("- **%s**: %s.", r.Name, r.Note))
+		}
+		if len(r.Errors) > 0 {
+			notes = append(notes, fmt.Sprintf("  Unexpected answers: `%s`.", strings.Join(r.Errors, "`, `")))
+		}
+	}
+	fmt.Fprintf(&b, "\nWhat each phase does:\n\n%s\n", strings.Join(notes, "\n"))
+
+	if len(rep.goBench.Benchmarks) > 0 {
+		fmt.Fprintf(&b, "\n### Pure parts (Go micro-benchmarks, `-benchtime %s`)\n\n", rep.goBench.BenchTime)
+		var rows [][]string
+		for _, g := range rep.goBench.Benchmarks {
+			rows = append(rows, []string{"`" + g.Package + "`", g.Name, fmtNs(g.NsPerOp), fmtInt(g.BytesPerOp), fmtInt(g.AllocsPerOp), budget(g)})
+		}
+		table([]string{"package", "benchmark", "time/op", "B/op", "allocs/op", "budget"}, rows)
+		if len(rep.goBench.Missing) > 0 {
+			fmt.Fprintf(&b, "\nNot in this tree yet: %s.\n", strings.Join(rep.goBench.Missing, ", "))
+		}
+	}
+	if rep.soak != nil {
+		fmt.Fprintf(&b, "\n### Memory soak (`BENCH_SOAK=%s`)\n\n%s.\n\n", rep.opts.soak, rep.soak.verdict())
+		var samples []string
+		for _, s := range rep.soak.Samples {
+			samples = append(samples, fmt.Sprintf("%s %.0f", s.At.Round(time.Second), mib(s.KiB)))
+		}
+		fmt.Fprintf(&b, "RSS samples (elapsed, MiB): %s.\n", strings.Join(samples, ", "))
+	}
+	b.WriteString(howToRead)
+	return b.Bytes()
+}
+
+func (rep *report) command() string { return rep.opts.command }
+
+func (rep *report) revision() string {
+	if rep.opts.revision == "" {
+		return ""
+	}
+	return "; source at `" + rep.opts.revision + "`"
+}
+
+const howToRead = `
+## How to read it
+
+Every ratio is against a baseline measured in the same run, on the same
+PostgreSQL cluster with the same settings (fsync on): pgbench's closed
+loop of one-row INSERTs (one autocommit transaction each, prepared
+statements) at the same number of clients. "× INSERT calls/s" is the
+phase's calls per second divided by pgbench's transactions per second (1.00×
+would be a gate as fast as PostgreSQL's cheapest durable write); "× INSERT
+p99" is the phase's 99th-percentile latency divided by pgbench's. Read the
+ratios, not the absolute numbers: the machine is shared and noisy, and the
+same run on another day or machine moves every row together. p50 and p99
+are exact (nearest rank over every call; pgbench's from its
+per-transaction log, -l). A call is timed from the request to the last
+byte of the answer, over a keep-alive connection per client; the clients,
+the server and PostgreSQL share the machine's cores, as pgbench and
+PostgreSQL do in the baseline.
+
+Each client is a closed loop (vegeta, one worker at an unbounded rate): it
+sends a call, waits for the answer, sends the next. The server runs with
+its defaults (log level info: one JSON line per request, to a file; a pool
+of max(8, 2 × cores) connections). The phases run in the table's order,
+after a short unmeasured warm-up; searches run first, while the records
+table holds little more than the 20 seeded records they look in. "server
+RSS" is the server's resident memory (VmRSS of /proc/<pid>/status) at the
+start and end of the phase; PostgreSQL's own memory is not included.
+
+## Running it
+
+    make bench                        # writes this file
+    BENCH_DURATION=30s make bench     # longer phases
+    BENCH_SOAK=5m make bench          # also 5 minutes of 8 clients, RSS sampled every 10 s (must stay flat)
+    BENCH_PROFILE=1 make bench        # also a CPU profile of the headline phase (path printed)
+    BENCH_WRITE_DOC=0 make bench      # print only (CI runs BENCH_DURATION=2s BENCH_WRITE_DOC=0)
+
+` + "`make bench`" + ` (.ci/bench) builds ` + "`gatehouse`" + ` and ` + "`gatehouse-bench`" + `, starts a
+throwaway server on its own embedded PostgreSQL in a temporary data
+directory, and runs ` + "`cmd/gatehouse-bench`" + ` against it: pgbench (from
+PostgreSQL's binaries; as root the Makefile installs Debian's postgresql
+package when it is missing), the HTTP phases, then the Go micro-benchmarks
+of the pure parts. For the profile the server gets a loopback-only pprof
+listener (` + "`GATEHOUSE_PPROF_ADDR`" + `); read the file with ` + "`go tool pprof -top <file>`" + `.
+`
+
+func mib(kib int64) float64 { return float64(kib) / 1024 }
+
+// fmtDur prints a latency in µs below a millisecond, in ms above.
+func fmtDur(d time.Duration) string {
+	if d < time.Millisecond {
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
+
+func fmtNs(ns float64) string {
+	if ns >= 1000 {
+		return fmt.Sprintf("%.2f µs", ns/1000)
+	}
+	return fmt.Sprintf("%.0f ns", ns)
+}
+
+func fmtInt(n int64) string {
+	if n < 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
