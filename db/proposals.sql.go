@@ -770,6 +770,38 @@ func (q *Queries) ListRecentDecidedInWorkspace(ctx context.Context, workspaceID 
 	return items, nil
 }
 
+const listScopeClasses = `-- name: ListScopeClasses :many
+SELECT DISTINCT action_class::text FROM proposals
+WHERE (conversation_id = $1 OR notebook_id = $2) AND action_class IS NOT NULL
+ORDER BY 1
+`
+
+type ListScopeClassesParams struct {
+	ConversationID uuid.NullUUID
+	NotebookID     uuid.NullUUID
+}
+
+// The action classes a conversation's or notebook's calls were decided as.
+func (q *Queries) ListScopeClasses(ctx context.Context, arg ListScopeClassesParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, listScopeClasses, arg.ConversationID, arg.NotebookID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var action_class string
+		if err := rows.Scan(&action_class); err != nil {
+			return nil, err
+		}
+		items = append(items, action_class)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listStuckProposals = `-- name: ListStuckProposals :many
 SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals
 WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2

@@ -61,6 +61,46 @@ func (q *Queries) CountEvidenceForProposal(ctx context.Context, arg CountEvidenc
 	return count, err
 }
 
+const countEvidenceLabels = `-- name: CountEvidenceLabels :many
+SELECT action_class, label, count(*)::int AS n
+FROM evidence
+WHERE workspace_id = $1 AND action_class = ANY ($2::text[])
+GROUP BY action_class, label
+`
+
+type CountEvidenceLabelsParams struct {
+	WorkspaceID uuid.UUID
+	Classes     []string
+}
+
+type CountEvidenceLabelsRow struct {
+	ActionClass string
+	Label       string
+	N           int32
+}
+
+// How often each label was given to the classes, in a workspace: what a
+// graduation hint says ("24 approvals, 0 rejections").
+func (q *Queries) CountEvidenceLabels(ctx context.Context, arg CountEvidenceLabelsParams) ([]CountEvidenceLabelsRow, error) {
+	rows, err := q.db.Query(ctx, countEvidenceLabels, arg.WorkspaceID, arg.Classes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CountEvidenceLabelsRow{}
+	for rows.Next() {
+		var i CountEvidenceLabelsRow
+		if err := rows.Scan(&i.ActionClass, &i.Label, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const decisionTimes = `-- name: DecisionTimes :many
 SELECT action_class::text AS action_class,
        count(*) AS decisions,

@@ -145,3 +145,9 @@ WITH p AS (
     FROM p
 )
 SELECT * FROM p;
+
+-- name: ListScopeClasses :many
+-- The action classes a conversation's or notebook's calls were decided as.
+SELECT DISTINCT action_class::text FROM proposals
+WHERE (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND action_class IS NOT NULL
+ORDER BY 1;

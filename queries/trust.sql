@@ -125,3 +125,11 @@ RETURNING *;
 
 -- name: GetTrustThreshold :one
 SELECT * FROM trust_thresholds WHERE workspace_id = $1 AND action_class = $2;
+
+-- name: CountEvidenceLabels :many
+-- How often each label was given to the classes, in a workspace: what a
+-- graduation hint says ("24 approvals, 0 rejections").
+SELECT action_class, label, count(*)::int AS n
+FROM evidence
+WHERE workspace_id = $1 AND action_class = ANY (sqlc.arg(classes)::text[])
+GROUP BY action_class, label;

@@ -2,6 +2,8 @@ package web_test
 
 import (
 	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +73,45 @@ func TestTokens_ARevokedTokenStopsOnEveryInstanceWithinASecond(t *testing.T) {
 			t.Fatalf("the other instance still accepts the token after %s", auth.TokenCacheTTL+500*time.Millisecond)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A class people approved often enough is "ready", and the conversation's
+// header says so with a one-click raise.
+func TestGraduationHint_AReadyClassOffersToRaiseTheMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "notes"})
+	id := conv["id"].(string)
+	e.api("POST", "/api/v1/conversations/"+id+"/tool-calls", agent, map[string]any{"tool": "records.put",
+		"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "store the note"})
+	page := "/conversations/" + id
+	if _, body := owner.get(page); strings.Contains(body, "graduation-hint") {
+		t.Fatal("a hint with no evidence")
+	}
+	// Thirty approvals of the class's calls (what Apply records).
+	if _, err := e.pool.Exec(t.Context(), `INSERT INTO evidence (workspace_id, action_class, label, provenance, decision_weight, provenance_weight, weight)
+		SELECT id, 'tool.call.local', 'approved', 'receipt', 0.85, 1, 0.85 FROM workspaces, generate_series(1, 30)`); err != nil {
+		t.Fatal(err)
+	}
+	_, body := owner.get(page)
+	if !strings.Contains(body, `data-class="tool.call.local"`) || !strings.Contains(body, "30 approvals, 0 edits, 0 rejections") {
+		t.Fatalf("no hint for a ready class:\n%s", body)
+	}
+	resp, _ := owner.postForm(page+"/mode", url.Values{"permission_mode": {"auto"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("raise: %d", resp.StatusCode)
+	}
+	var mode string
+	var receipted int
+	e.pool.QueryRow(t.Context(), "SELECT permission_mode FROM conversations WHERE id = $1", id).Scan(&mode)
+	e.pool.QueryRow(t.Context(), "SELECT count(*) FROM receipts WHERE kind = 'setting_change' AND content->'change'->>'new' = 'auto'").Scan(&receipted)
+	if mode != "auto" || receipted != 1 {
+		t.Fatalf("after the raise: mode %s, %d receipts", mode, receipted)
+	}
+	if _, body := owner.get(page); strings.Contains(body, "graduation-hint") {
+		t.Fatal("a hint once the mode is auto")
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/views"
 )
 
@@ -53,6 +55,11 @@ func (s *Server) conversationPage(c echo.Context) error {
 		return err
 	}
 	v := views.ConversationView{ID: conv.ID.String(), Title: conv.Title, Mode: string(conv.PermissionMode)}
+	if conv.PermissionMode == policy.ModeApprove {
+		if v.Hints, err = s.graduationHints(c, proposals.InConversation(id), "/conversations/"+id.String()+"/mode", "permission_mode", "auto", "auto mode"); err != nil {
+			return err
+		}
+	}
 	for _, m := range msgs {
 		line := views.TranscriptLine{Role: m.Role, Content: m.Content}
 		if pr, ok := props[m.ProposalID]; ok && m.ProposalID != uuid.Nil {
@@ -74,6 +81,10 @@ func (s *Server) setPermissionMode(c echo.Context) error {
 	conv, err := s.convs.Update(c.Request().Context(), principal(c), id, conversations.Update{PermissionMode: &mode})
 	if err != nil {
 		return err
+	}
+	if !isHTMX(c) {
+		// A graduation hint's button (a plain form): back to the page.
+		return c.Redirect(http.StatusSeeOther, "/conversations/"+conv.ID.String())
 	}
 	return render(c, http.StatusOK, views.ModeToggle(conv.ID.String(), string(conv.PermissionMode)))
 }

@@ -53,6 +53,11 @@ func (s *Server) notebookPage(c echo.Context) error {
 		return err
 	}
 	v := views.NotebookView{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Form: s.cellForm(nb.ID.String(), "")}
+	if next := nextTrustLevel(nb.TrustLevel); next != "" {
+		if v.Hints, err = s.graduationHints(c, proposals.InNotebook(nb.ID), "/notebooks/"+nb.ID.String()+"/trust", "trust_level", string(next), string(next)); err != nil {
+			return err
+		}
+	}
 	for _, p := range cells {
 		v.Cells = append(v.Cells, s.toCard(p))
 	}
@@ -69,6 +74,9 @@ func (s *Server) setTrustLevel(c echo.Context) error {
 	nb, err := s.nbs.Update(c.Request().Context(), principal(c), id, notebooks.Update{TrustLevel: &trust})
 	if err != nil {
 		return err
+	}
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/notebooks/"+nb.ID.String())
 	}
 	return render(c, http.StatusOK, views.TrustSelector(nb.ID.String(), string(nb.TrustLevel)))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/views"
 )
@@ -126,4 +127,38 @@ func (s *Server) settingsPreview(c echo.Context) error {
 		return c.JSON(http.StatusOK, toPreviewJSON(p))
 	}
 	return render(c, http.StatusOK, views.ShadowPreview(toPreviewView(p, "high-risk calls auto-approved", proposals.Scope{})))
+}
+
+// graduationHints are the hints for the classes the scope's calls use:
+// each that is ready, with the one-click raise to value.
+func (s *Server) graduationHints(c echo.Context, scope proposals.Scope, url, field, value, label string) ([]views.GraduationHint, error) {
+	if s.trust == nil {
+		return nil, nil
+	}
+	ctx := c.Request().Context()
+	classes, err := s.props.ScopeClasses(ctx, scope)
+	if err != nil {
+		return nil, err
+	}
+	hints, err := s.trust.Hints(ctx, principal(c), classes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]views.GraduationHint, len(hints))
+	for i, h := range hints {
+		out[i] = views.GraduationHint{ActionClass: h.ActionClass, Approvals: h.Approvals, Edits: h.Edits, Rejections: h.Rejections,
+			Samples: h.Samples, CILow: strconv.FormatFloat(h.CILow, 'f', 2, 64), RaiseURL: url, RaiseField: field, RaiseTo: value, RaiseLabel: label}
+	}
+	return out, nil
+}
+
+// nextTrustLevel is the level above t, "" at the top.
+func nextTrustLevel(t policy.TrustLevel) policy.TrustLevel {
+	switch t {
+	case policy.TrustCautious:
+		return policy.TrustTrusted
+	case policy.TrustTrusted:
+		return policy.TrustAutonomous
+	}
+	return ""
 }

@@ -180,3 +180,19 @@ func (s *Service) preview(setting, value string, rows []previewRow, change func(
 func runsWithoutAsking(s policy.State) bool {
 	return slices.Contains([]policy.State{policy.StateAllowed, policy.StateAllowedWithConstraints}, s)
 }
+
+// ScopeClasses are the action classes the scope's calls were decided as
+// (the caller checked the scope is theirs).
+func (s *Service) ScopeClasses(ctx context.Context, scope Scope) ([]string, error) {
+	params := db.ListScopeClassesParams{}
+	if scope.Kind == ScopeConversation {
+		params.ConversationID = nullUUID(scope.ID)
+	} else {
+		params.NotebookID = nullUUID(scope.ID)
+	}
+	classes, err := s.q.ListScopeClasses(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("proposals: scope classes: %w", err)
+	}
+	return classes, nil
+}

@@ -718,3 +718,56 @@ func isUniqueViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505"
 }
+
+// Hint says a class's calls have earned more trust: a graduation hint in a
+// conversation's or notebook's header. It recommends; raising the setting
+// is a person's action.
+type Hint struct {
+	Posterior
+	Approvals, Edits, Rejections int
+}
+
+// Hints are the graduation hints for the classes a scope's calls use:
+// each class that is ready, with how people judged its calls.
+func (s *Service) Hints(ctx context.Context, p auth.Principal, classes []string) ([]Hint, error) {
+	if len(classes) == 0 {
+		return nil, nil
+	}
+	st, err := s.state(ctx, p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.q.CountEvidenceLabels(ctx, db.CountEvidenceLabelsParams{WorkspaceID: p.WorkspaceID, Classes: classes})
+	if err != nil {
+		return nil, fmt.Errorf("trust: count evidence: %w", err)
+	}
+	byClass := map[string]*Hint{}
+	for _, c := range classes {
+		post := st.posterior(c)
+		if !post.GraduationReady || post.Tier != TierReady {
+			continue
+		}
+		byClass[c] = &Hint{Posterior: post}
+	}
+	for _, r := range counts {
+		h := byClass[r.ActionClass]
+		if h == nil {
+			continue
+		}
+		switch Label(r.Label) {
+		case LabelApproved, LabelSent:
+			h.Approvals += int(r.N)
+		case LabelMinorEdit, LabelEdited, LabelHeavyRewrite:
+			h.Edits += int(r.N)
+		case LabelRejected, LabelDropped, LabelViolation:
+			h.Rejections += int(r.N)
+		}
+	}
+	var out []Hint
+	for _, c := range classes {
+		if h := byClass[c]; h != nil {
+			out = append(out, *h)
+		}
+	}
+	return out, nil
+}
