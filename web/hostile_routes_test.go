@@ -32,11 +32,14 @@ func fingerprint(t *testing.T, e *env) string {
 	t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"workspaces", "users", "workspace_members", "approver_roles", "api_tokens", "conversations", "messages",
-		"notebooks", "proposals", "approvals", "approval_votes", "records", "outbox", "idempotency_keys", "rate_counters", "audit_events", "payment_requests"} {
+		"notebooks", "proposals", "approvals", "approval_votes", "records", "outbox", "idempotency_keys", "rate_counters", "audit_events", "payment_requests", "receipts"} {
 		var sum string
 		row := "t::text"
 		if table == "api_tokens" {
 			row = "(t.id, t.name, t.revoked_at)::text" // authenticating touches last_used_at
+		}
+		if table == "receipts" {
+			row = "(t.id, t.content, t.redacted_for)::text" // the sequencer chains receipts meanwhile
 		}
 		err := e.pool.QueryRow(t.Context(), fmt.Sprintf("SELECT coalesce(md5(string_agg(%s, '|' ORDER BY %s)), '') FROM %s t", row, row, table)).Scan(&sum)
 		if err != nil && !strings.Contains(err.Error(), "does not exist") {
@@ -77,6 +80,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1" + prop + "/reject", `{"reason": %s}`, false, user},
 		{"POST", "/api/v1" + prop + "/performed", `{"note": %s}`, false, user},
 		{"POST", packet + "/approve", `{"constraints": [{"kind": "recipient_allowlist", "values": [%s]}]}`, false, boss},
+		{"POST", "/api/v1/receipts/00000000-0000-4000-8000-000000000000/redact", `{"redacted_for": %s}`, false, user},
 		{"POST", packet + "/reject", `{"reason": %s}`, false, boss},
 		// Browser forms, with the session's CSRF token.
 		{"POST", "/conversations", "title=%s", true, ""},

@@ -5,6 +5,7 @@ package web
 
 import (
 	"context"
+	"crypto/ed25519"
 	"embed"
 	"io/fs"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/settings"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -36,6 +38,11 @@ type Config struct {
 	// SessionLifetime bounds a browser session; SessionIdle ends an unused one.
 	SessionLifetime time.Duration
 	SessionIdle     time.Duration
+	// ReceiptKey signs receipt checkpoints (nil: none are signed). It is
+	// read from a file outside the database (GATEHOUSE_RECEIPT_KEY_FILE).
+	ReceiptKey ed25519.PrivateKey
+	// SequenceEvery is how often the receipt sequencer runs (200 ms).
+	SequenceEvery time.Duration
 }
 
 // Server is the HTTP application.
@@ -49,13 +56,16 @@ type Server struct {
 	nbs      *notebooks.Service
 	settings *settings.Service
 	props    *proposals.Service
+	receipts *receipts.Service
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
 	stopped  chan struct{}
-	metrics  *prometheus.Registry
-	api      *apiSpec
-	echo     *echo.Echo
-	events   *hub
+	// chained closes when the receipt sequencer has stopped.
+	chained chan struct{}
+	metrics *prometheus.Registry
+	api     *apiSpec
+	echo    *echo.Echo
+	events  *hub
 	// bg ends when the server closes: background work and live streams stop.
 	bg context.Context
 }
@@ -67,6 +77,7 @@ type Services struct {
 	Notebooks     *notebooks.Service
 	Proposals     *proposals.Service
 	Settings      *settings.Service
+	Receipts      *receipts.Service
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -78,6 +89,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Notebooks:     notebooks.NewService(pool),
 		Proposals:     proposals.NewService(pool, registry, log),
 		Settings:      settings.NewService(pool),
+		Receipts:      receipts.NewService(pool),
 	}
 }
 
@@ -88,6 +100,9 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	}
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = 24 * time.Hour
+	}
+	if cfg.SequenceEvery == 0 {
+		cfg.SequenceEvery = 200 * time.Millisecond
 	}
 	spec, err := loadAPISpec()
 	if err != nil {
@@ -107,12 +122,17 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 
 	s := &Server{
 		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals,
-		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
+		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}),
+		receipts: svc.Receipts,
+	}
+	if s.receipts != nil && cfg.ReceiptKey != nil {
+		s.receipts = s.receipts.WithSigner(receipts.NewSigner(cfg.ReceiptKey))
 	}
 	s.events = newHub()
 	s.echo = s.routes()
 	s.bg, s.stop = context.WithCancel(context.Background())
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
+	go s.sequence(s.bg, cfg.SequenceEvery)
 	go s.listen(s.bg)
 	return s, nil
 }
@@ -120,10 +140,38 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 // ServeHTTP makes the server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// Close stops the server's background work (the session sweep).
+// Close stops the server's background work (the sweep, the sequencer).
 func (s *Server) Close() {
 	s.stop()
 	<-s.stopped
+	<-s.chained
+}
+
+// sequence chains receipts every so often, so a receipt is chained well
+// within a second of its outcome; on every instance, since the sequencer
+// takes a lock per workspace. A failing database slows it down to a try
+// every few seconds.
+func (s *Server) sequence(ctx context.Context, every time.Duration) {
+	defer close(s.chained)
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		n, err := receipts.Sequence(ctx, s.pool, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("chaining receipts", "err", err)
+			wait = min(2*wait, 5*time.Second)
+		case n > 0:
+			s.log.Debug("receipts chained", "count", n)
+			wait = every
+		default:
+			wait = every
+		}
+	}
 }
 
 // sweep does the periodic clean-up: expired sessions, idempotency keys and

@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -30,6 +31,9 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 const password = "a long enough password"
+
+// testReceiptKey signs the test servers' receipt checkpoints.
+var testReceiptKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
 
 // env is one test's server on its own database.
 type env struct {
@@ -66,7 +70,7 @@ func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{CookieSecure: true}, slog.New(slog.DiscardHandler), pool, svc)
+	srv, err := web.New(web.Config{CookieSecure: true, ReceiptKey: testReceiptKey}, slog.New(slog.DiscardHandler), pool, svc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -272,11 +272,13 @@ type Overview struct {
 	Checkpoint *SignedCheckpoint
 	// Recent are the latest receipts (pending first), or a proposal's.
 	Recent []Receipt
+	// Verification is the chain verified now, when asked for.
+	Verification *Result
 }
 
 // Overview returns the chain's state and recent receipts, or those of
-// one proposal (approvers and admins).
-func (s *Service) Overview(ctx context.Context, c Caller, proposal uuid.UUID, recent int, now time.Time) (Overview, error) {
+// one proposal (approvers and admins), and verifies the chain when asked.
+func (s *Service) Overview(ctx context.Context, c Caller, proposal uuid.UUID, recent int, verify bool, now time.Time) (Overview, error) {
 	if !c.isApprover() {
 		return Overview{}, errApproversOnly
 	}
@@ -307,6 +309,13 @@ func (s *Service) Overview(ctx context.Context, c Caller, proposal uuid.UUID, re
 		return Overview{}, fmt.Errorf("receipts: recent: %w", err)
 	}
 	out.Recent = fromRows(rows)
+	if verify {
+		res, err := s.VerifyWorkspace(ctx, c.WorkspaceID, nil)
+		if err != nil {
+			return Overview{}, err
+		}
+		out.Verification = &res
+	}
 	return out, nil
 }
 
