@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/mail"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -34,6 +35,9 @@ type Config struct {
 	// IdempotencyLease is how long a key whose request died in flight
 	// answers 409 before a retry gets the recorded call's real state.
 	IdempotencyLease time.Duration
+	// ReceiptKeyFile holds the Ed25519 key that signs receipt checkpoints,
+	// outside the database (default <data-dir>/receipt-signing.key).
+	ReceiptKeyFile string
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -107,6 +111,7 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 	if fs.NArg() > 0 {
 		return cfg, usageError(fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
+	cfg.ReceiptKeyFile = envOr(getenv, "GATEHOUSE_RECEIPT_KEY_FILE", filepath.Join(cfg.DataDir, "receipt-signing.key"))
 	if name == "serve" {
 		if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 			return cfg, usageError(fmt.Sprintf("--addr %q is not host:port", cfg.Addr))
