@@ -8,10 +8,141 @@ package db
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const chainReceipts = `-- name: ChainReceipts :execrows
+UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = $1
+FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS seq,
+             unnest($5::bytea[]) AS prev_hash, unnest($6::bytea[]) AS hash) AS c
+WHERE r.id = c.id AND r.workspace_id = $2 AND r.seq IS NULL
+`
+
+type ChainReceiptsParams struct {
+	ChainedAt   *time.Time
+	WorkspaceID uuid.UUID
+	Ids         []uuid.UUID
+	Seqs        []int64
+	PrevHashes  [][]byte
+	Hashes      [][]byte
+}
+
+func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, chainReceipts,
+		arg.ChainedAt,
+		arg.WorkspaceID,
+		arg.Ids,
+		arg.Seqs,
+		arg.PrevHashes,
+		arg.Hashes,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const countUnchainedReceipts = `-- name: CountUnchainedReceipts :one
+SELECT count(*) AS pending, coalesce(min(created_at), now())::timestamptz AS oldest
+FROM receipts WHERE workspace_id = $1 AND seq IS NULL
+`
+
+type CountUnchainedReceiptsRow struct {
+	Pending int64
+	Oldest  time.Time
+}
+
+func (q *Queries) CountUnchainedReceipts(ctx context.Context, workspaceID uuid.UUID) (CountUnchainedReceiptsRow, error) {
+	row := q.db.QueryRow(ctx, countUnchainedReceipts, workspaceID)
+	var i CountUnchainedReceiptsRow
+	err := row.Scan(&i.Pending, &i.Oldest)
+	return i, err
+}
+
+const getReceipt = `-- name: GetReceipt :one
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE id = $1 AND workspace_id = $2
+`
+
+type GetReceiptParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+func (q *Queries) GetReceipt(ctx context.Context, arg GetReceiptParams) (Receipt, error) {
+	row := q.db.QueryRow(ctx, getReceipt, arg.ID, arg.WorkspaceID)
+	var i Receipt
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.Kind,
+		&i.ProposalID,
+		&i.ActionClass,
+		&i.Content,
+		&i.ContentHash,
+		&i.Metadata,
+		&i.Seq,
+		&i.PrevHash,
+		&i.Hash,
+		&i.RedactedFor,
+		&i.RedactedAt,
+		&i.CreatedAt,
+		&i.ChainedAt,
+	)
+	return i, err
+}
+
+const getReceiptChainHead = `-- name: GetReceiptChainHead :one
+SELECT seq::bigint AS seq, hash FROM receipts
+WHERE workspace_id = $1 AND seq IS NOT NULL
+ORDER BY seq DESC LIMIT 1
+`
+
+type GetReceiptChainHeadRow struct {
+	Seq  int64
+	Hash []byte
+}
+
+func (q *Queries) GetReceiptChainHead(ctx context.Context, workspaceID uuid.UUID) (GetReceiptChainHeadRow, error) {
+	row := q.db.QueryRow(ctx, getReceiptChainHead, workspaceID)
+	var i GetReceiptChainHeadRow
+	err := row.Scan(&i.Seq, &i.Hash)
+	return i, err
+}
+
+const getReceiptForUpdate = `-- name: GetReceiptForUpdate :one
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+`
+
+type GetReceiptForUpdateParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+func (q *Queries) GetReceiptForUpdate(ctx context.Context, arg GetReceiptForUpdateParams) (Receipt, error) {
+	row := q.db.QueryRow(ctx, getReceiptForUpdate, arg.ID, arg.WorkspaceID)
+	var i Receipt
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.Kind,
+		&i.ProposalID,
+		&i.ActionClass,
+		&i.Content,
+		&i.ContentHash,
+		&i.Metadata,
+		&i.Seq,
+		&i.PrevHash,
+		&i.Hash,
+		&i.RedactedFor,
+		&i.RedactedAt,
+		&i.CreatedAt,
+		&i.ChainedAt,
+	)
+	return i, err
+}
 
 const insertReceipt = `-- name: InsertReceipt :exec
 INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
@@ -42,4 +173,280 @@ func (q *Queries) InsertReceipt(ctx context.Context, arg InsertReceiptParams) er
 		arg.Metadata,
 	)
 	return err
+}
+
+const listChainedReceipts = `-- name: ListChainedReceipts :many
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts
+WHERE workspace_id = $1 AND seq > $3::bigint
+ORDER BY seq
+LIMIT $2
+`
+
+type ListChainedReceiptsParams struct {
+	WorkspaceID uuid.UUID
+	Limit       int32
+	AfterSeq    int64
+}
+
+// A page of the chain in seq order, after a seq (0 for the start).
+func (q *Queries) ListChainedReceipts(ctx context.Context, arg ListChainedReceiptsParams) ([]Receipt, error) {
+	rows, err := q.db.Query(ctx, listChainedReceipts, arg.WorkspaceID, arg.Limit, arg.AfterSeq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Receipt{}
+	for rows.Next() {
+		var i Receipt
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.Kind,
+			&i.ProposalID,
+			&i.ActionClass,
+			&i.Content,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Seq,
+			&i.PrevHash,
+			&i.Hash,
+			&i.RedactedFor,
+			&i.RedactedAt,
+			&i.CreatedAt,
+			&i.ChainedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listProposalReceipts = `-- name: ListProposalReceipts :many
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id
+`
+
+type ListProposalReceiptsParams struct {
+	WorkspaceID uuid.UUID
+	ProposalID  uuid.NullUUID
+}
+
+func (q *Queries) ListProposalReceipts(ctx context.Context, arg ListProposalReceiptsParams) ([]Receipt, error) {
+	rows, err := q.db.Query(ctx, listProposalReceipts, arg.WorkspaceID, arg.ProposalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Receipt{}
+	for rows.Next() {
+		var i Receipt
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.Kind,
+			&i.ProposalID,
+			&i.ActionClass,
+			&i.Content,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Seq,
+			&i.PrevHash,
+			&i.Hash,
+			&i.RedactedFor,
+			&i.RedactedAt,
+			&i.CreatedAt,
+			&i.ChainedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listReceiptWorkspaces = `-- name: ListReceiptWorkspaces :many
+SELECT id FROM workspaces ORDER BY created_at, id
+`
+
+func (q *Queries) ListReceiptWorkspaces(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listReceiptWorkspaces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRecentReceipts = `-- name: ListRecentReceipts :many
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE workspace_id = $1 ORDER BY seq DESC, created_at DESC LIMIT $2
+`
+
+type ListRecentReceiptsParams struct {
+	WorkspaceID uuid.UUID
+	Limit       int32
+}
+
+// Unchained receipts first, then the chain from its head down (the
+// (workspace_id, seq) index read backwards puts NULLs first).
+func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceiptsParams) ([]Receipt, error) {
+	rows, err := q.db.Query(ctx, listRecentReceipts, arg.WorkspaceID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Receipt{}
+	for rows.Next() {
+		var i Receipt
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.Kind,
+			&i.ProposalID,
+			&i.ActionClass,
+			&i.Content,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Seq,
+			&i.PrevHash,
+			&i.Hash,
+			&i.RedactedFor,
+			&i.RedactedAt,
+			&i.CreatedAt,
+			&i.ChainedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listWorkspacesWithUnchainedReceipts = `-- name: ListWorkspacesWithUnchainedReceipts :many
+SELECT DISTINCT workspace_id FROM receipts WHERE seq IS NULL
+`
+
+// The sequencer's work list (the partial index receipts_unchained_idx).
+func (q *Queries) ListWorkspacesWithUnchainedReceipts(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listWorkspacesWithUnchainedReceipts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var workspace_id uuid.UUID
+		if err := rows.Scan(&workspace_id); err != nil {
+			return nil, err
+		}
+		items = append(items, workspace_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockUnchainedReceipts = `-- name: LockUnchainedReceipts :many
+SELECT id, content_hash, metadata FROM receipts
+WHERE workspace_id = $1 AND seq IS NULL
+ORDER BY created_at, id
+LIMIT $2
+FOR UPDATE
+`
+
+type LockUnchainedReceiptsParams struct {
+	WorkspaceID uuid.UUID
+	Limit       int32
+}
+
+type LockUnchainedReceiptsRow struct {
+	ID          uuid.UUID
+	ContentHash []byte
+	Metadata    json.RawMessage
+}
+
+func (q *Queries) LockUnchainedReceipts(ctx context.Context, arg LockUnchainedReceiptsParams) ([]LockUnchainedReceiptsRow, error) {
+	rows, err := q.db.Query(ctx, lockUnchainedReceipts, arg.WorkspaceID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LockUnchainedReceiptsRow{}
+	for rows.Next() {
+		var i LockUnchainedReceiptsRow
+		if err := rows.Scan(&i.ID, &i.ContentHash, &i.Metadata); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const redactReceipt = `-- name: RedactReceipt :execrows
+UPDATE receipts SET content = NULL, redacted_for = $1, redacted_at = $2
+WHERE id = $3 AND workspace_id = $4 AND content IS NOT NULL
+`
+
+type RedactReceiptParams struct {
+	RedactedFor pgtype.Text
+	RedactedAt  *time.Time
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+// Deletes the content only: content_hash, metadata and the chain fields
+// stay, so the chain still verifies.
+func (q *Queries) RedactReceipt(ctx context.Context, arg RedactReceiptParams) (int64, error) {
+	result, err := q.db.Exec(ctx, redactReceipt,
+		arg.RedactedFor,
+		arg.RedactedAt,
+		arg.ID,
+		arg.WorkspaceID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const tryLockReceiptChain = `-- name: TryLockReceiptChain :one
+SELECT pg_try_advisory_xact_lock($1::int4, $2::int4) AS locked
+`
+
+type TryLockReceiptChainParams struct {
+	Class  int32
+	Object int32
+}
+
+// One sequencer per workspace across all instances: a transaction-scoped
+// advisory lock in the two-key space (class, object), so it never meets the
+// single-key locks that migrations and tests take.
+func (q *Queries) TryLockReceiptChain(ctx context.Context, arg TryLockReceiptChainParams) (bool, error) {
+	row := q.db.QueryRow(ctx, tryLockReceiptChain, arg.Class, arg.Object)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }

@@ -2,3 +2,65 @@
 -- In the transaction of the outcome it records; chained later.
 INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
+
+-- name: ListWorkspacesWithUnchainedReceipts :many
+-- The sequencer's work list (the partial index receipts_unchained_idx).
+SELECT DISTINCT workspace_id FROM receipts WHERE seq IS NULL;
+
+-- name: TryLockReceiptChain :one
+-- One sequencer per workspace across all instances: a transaction-scoped
+-- advisory lock in the two-key space (class, object), so it never meets the
+-- single-key locks that migrations and tests take.
+SELECT pg_try_advisory_xact_lock(@class::int4, @object::int4) AS locked;
+
+-- name: GetReceiptChainHead :one
+SELECT seq::bigint AS seq, hash FROM receipts
+WHERE workspace_id = $1 AND seq IS NOT NULL
+ORDER BY seq DESC LIMIT 1;
+
+-- name: LockUnchainedReceipts :many
+SELECT id, content_hash, metadata FROM receipts
+WHERE workspace_id = $1 AND seq IS NULL
+ORDER BY created_at, id
+LIMIT $2
+FOR UPDATE;
+
+-- name: ChainReceipts :execrows
+UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = @chained_at
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@seqs::bigint[]) AS seq,
+             unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash) AS c
+WHERE r.id = c.id AND r.workspace_id = @workspace_id AND r.seq IS NULL;
+
+-- name: ListChainedReceipts :many
+-- A page of the chain in seq order, after a seq (0 for the start).
+SELECT * FROM receipts
+WHERE workspace_id = $1 AND seq > @after_seq::bigint
+ORDER BY seq
+LIMIT $2;
+
+-- name: CountUnchainedReceipts :one
+SELECT count(*) AS pending, coalesce(min(created_at), now())::timestamptz AS oldest
+FROM receipts WHERE workspace_id = $1 AND seq IS NULL;
+
+-- name: ListRecentReceipts :many
+-- Unchained receipts first, then the chain from its head down (the
+-- (workspace_id, seq) index read backwards puts NULLs first).
+SELECT * FROM receipts WHERE workspace_id = $1 ORDER BY seq DESC, created_at DESC LIMIT $2;
+
+-- name: ListProposalReceipts :many
+SELECT * FROM receipts WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id;
+
+-- name: GetReceipt :one
+SELECT * FROM receipts WHERE id = $1 AND workspace_id = $2;
+
+-- name: GetReceiptForUpdate :one
+SELECT * FROM receipts WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
+
+-- name: RedactReceipt :execrows
+-- Deletes the content only: content_hash, metadata and the chain fields
+-- stay, so the chain still verifies.
+UPDATE receipts SET content = NULL, redacted_for = @redacted_for, redacted_at = @redacted_at
+WHERE id = @id AND workspace_id = @workspace_id AND content IS NOT NULL;
+
+-- name: ListReceiptWorkspaces :many
+SELECT id FROM workspaces ORDER BY created_at, id;

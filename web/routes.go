@@ -74,6 +74,14 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/action-classes", s.apiListActionClasses)
 	api.GET("/action-classes/:class/posterior", s.apiGetPosterior)
 	api.PUT("/action-classes/:class/threshold", s.apiSetThreshold)
+	// Receipts: verify and checkpoint with any user token, export and read
+	// with approvers' and admins', redact with admins'.
+	api.GET("/receipts", s.apiExportReceipts)
+	api.GET("/receipts/verify", s.apiVerifyReceipts)
+	api.GET("/receipts/checkpoint", s.apiReceiptCheckpoint)
+	api.GET("/receipts/public-key", s.apiReceiptPublicKey)
+	api.GET("/receipts/:id", s.apiGetReceipt)
+	api.POST("/receipts/:id/redact", s.apiRedactReceipt)
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(s.csrfConfig())
@@ -114,6 +122,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin", s.adminPage, approver...)
 	e.GET("/admin/settings", s.settingsPage, approver...)
 	e.GET("/admin/outbox", s.outboxPage, approver...)
+	e.GET("/admin/receipts", s.receiptsPage, approver...)
+	e.GET("/admin/receipts/verify", s.verifyReceiptsNow, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)
 	e.GET("/admin/settings/preview", s.settingsPreview, approver...)
 	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)

@@ -5,6 +5,7 @@ package web
 
 import (
 	"context"
+	"crypto/ed25519"
 	"embed"
 	"io/fs"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/settings"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/internal/trust"
@@ -42,6 +44,11 @@ type Config struct {
 	// SessionLifetime bounds a browser session; SessionIdle ends an unused one.
 	SessionLifetime time.Duration
 	SessionIdle     time.Duration
+	// ReceiptKey signs receipt checkpoints (nil: none are signed). It is
+	// read from a file outside the database (GATEHOUSE_RECEIPT_KEY_FILE).
+	ReceiptKey ed25519.PrivateKey
+	// SequenceEvery is how often the receipt sequencer runs (200 ms).
+	SequenceEvery time.Duration
 }
 
 // Server is the HTTP application.
@@ -56,13 +63,16 @@ type Server struct {
 	settings *settings.Service
 	props    *proposals.Service
 	trust    *trust.Service
+	receipts *receipts.Service
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
 	stopped  chan struct{}
-	metrics  *prometheus.Registry
-	api      *apiSpec
-	echo     *echo.Echo
-	events   *hub
+	// chained closes when the receipt sequencer has stopped.
+	chained chan struct{}
+	metrics *prometheus.Registry
+	api     *apiSpec
+	echo    *echo.Echo
+	events  *hub
 	// bg ends when the server closes: background work and live streams stop.
 	bg context.Context
 }
@@ -75,6 +85,7 @@ type Services struct {
 	Proposals     *proposals.Service
 	Settings      *settings.Service
 	Trust         *trust.Service
+	Receipts      *receipts.Service
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -87,6 +98,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Proposals:     proposals.NewService(pool, registry, log),
 		Settings:      settings.NewService(pool),
 		Trust:         trust.NewService(pool, registry.Classes()),
+		Receipts:      receipts.NewService(pool),
 	}
 }
 
@@ -97,6 +109,9 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	}
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = 24 * time.Hour
+	}
+	if cfg.SequenceEvery == 0 {
+		cfg.SequenceEvery = 200 * time.Millisecond
 	}
 	spec, err := loadAPISpec()
 	if err != nil {
@@ -117,12 +132,17 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 
 	s := &Server{
 		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals, trust: svc.Trust,
-		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
+		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}),
+		receipts: svc.Receipts,
+	}
+	if s.receipts != nil && cfg.ReceiptKey != nil {
+		s.receipts = s.receipts.WithSigner(receipts.NewSigner(cfg.ReceiptKey))
 	}
 	s.events = newHub()
 	s.echo = s.routes()
 	s.bg, s.stop = context.WithCancel(context.Background())
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
+	go s.sequence(s.bg, cfg.SequenceEvery)
 	go s.listen(s.bg)
 	return s, nil
 }
@@ -130,10 +150,38 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 // ServeHTTP makes the server an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// Close stops the server's background work (the session sweep).
+// Close stops the server's background work (the sweep, the sequencer).
 func (s *Server) Close() {
 	s.stop()
 	<-s.stopped
+	<-s.chained
+}
+
+// sequence chains receipts every so often, so a receipt is chained well
+// within a second of its outcome; on every instance, since the sequencer
+// takes a lock per workspace. A failing database slows it down to a try
+// every few seconds.
+func (s *Server) sequence(ctx context.Context, every time.Duration) {
+	defer close(s.chained)
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		n, err := receipts.Sequence(ctx, s.pool, time.Now())
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("chaining receipts", "err", err)
+			wait = min(2*wait, 5*time.Second)
+		case n > 0:
+			s.log.Debug("receipts chained", "count", n)
+			wait = every
+		default:
+			wait = every
+		}
+	}
 }
 
 // sweep does the periodic clean-up: expired sessions, idempotency keys and

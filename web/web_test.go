@@ -3,6 +3,7 @@ package web_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -30,6 +31,9 @@ import (
 func TestMain(m *testing.M) { dbtest.Main(m) }
 
 const password = "a long enough password"
+
+// testReceiptKey signs the test servers' receipt checkpoints.
+var testReceiptKey = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
 
 // env is one test's server on its own database.
 type env struct {
@@ -71,6 +75,9 @@ func newEnvConfig(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry, cf
 	ws, err := a.EnsureDefaultWorkspace(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.ReceiptKey == nil {
+		cfg.ReceiptKey = testReceiptKey
 	}
 	srv, err := web.New(cfg, slog.New(slog.DiscardHandler), pool, svc)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/mail"
 	"net/netip"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -41,6 +42,9 @@ type Config struct {
 	// PprofAddr, when set, is a loopback host:port where serve exposes
 	// net/http/pprof on a listener of its own; off by default.
 	PprofAddr string
+	// ReceiptKeyFile holds the Ed25519 key that signs receipt checkpoints,
+	// outside the database (default <data-dir>/receipt-signing.key).
+	ReceiptKeyFile string
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -125,6 +129,7 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 	if fs.NArg() > 0 {
 		return cfg, usageError(fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " ")))
 	}
+	cfg.ReceiptKeyFile = envOr(getenv, "GATEHOUSE_RECEIPT_KEY_FILE", filepath.Join(cfg.DataDir, "receipt-signing.key"))
 	if name == "serve" {
 		if _, _, err := net.SplitHostPort(cfg.Addr); err != nil {
 			return cfg, usageError(fmt.Sprintf("--addr %q is not host:port", cfg.Addr))

@@ -17,12 +17,25 @@ func main() {
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gatehouse:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is the exit status for run's error: 0 for none, 2 for a
+// mistake in the command line, 3 for a receipt chain that does not
+// verify, 1 for anything else.
+func exitCode(err error) int {
+	var u usageError
+	var b chainBroken
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	case errors.As(err, &b):
+		return 3
+	}
+	return 1
 }
 
 // run is the whole program, with its inputs passed in so tests can run it.
@@ -49,6 +62,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return dbCommand(ctx, rest, getenv, stdout, stderr)
 	case "audit":
 		return auditCommand(ctx, rest, getenv, stdout, stderr)
+	case "receipts":
+		return receiptsCommand(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -74,6 +89,9 @@ Commands:
   token revoke --id ID       revoke an API token
   db url                     print the database URL (starts the embedded one if needed)
   audit purge                delete the audit rows past their retention
+  receipts verify [--checkpoint FILE [--public-key FILE]]
+                             verify every workspace's receipt chain, or prove
+                             it still extends a saved checkpoint (exit 3: broken)
 
 Every command finds its database the same way: DATABASE_URL if set,
 otherwise the embedded PostgreSQL cluster in the data directory.

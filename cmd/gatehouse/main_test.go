@@ -52,6 +52,10 @@ var listening = regexp.MustCompile(`"msg":"listening","url":"(http://[^"]+)"`)
 // until it listens. The server stops when the test ends.
 func startServer(t *testing.T, env map[string]string) *server {
 	t.Helper()
+	if env["GATEHOUSE_DATA_DIR"] == "" && env["GATEHOUSE_RECEIPT_KEY_FILE"] == "" {
+		// Not ./var beside the test: the signing key goes to a temporary folder.
+		env["GATEHOUSE_RECEIPT_KEY_FILE"] = filepath.Join(t.TempDir(), "receipt-signing.key")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{env: env, stderr: &lockedBuffer{}, cancel: cancel, done: make(chan error, 1)}
 	go func() {

@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/web"
 )
@@ -31,6 +34,10 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Info("email.send delivers over SMTP", "addr", cfg.SMTPAddr, "from", cfg.SMTPFrom)
 	}
 	registry, err := tools.Builtin(opts...)
+	if err != nil {
+		return err
+	}
+	receiptKey, err := loadReceiptKey(cfg.ReceiptKeyFile, log)
 	if err != nil {
 		return err
 	}
@@ -57,7 +64,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 
-	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies}, log, pool, svc)
+	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey}, log, pool, svc)
 	if err != nil {
 		return err
 	}
@@ -107,4 +114,24 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Warn("shutdown", "err", err)
 	}
 	return nil
+}
+
+// loadReceiptKey reads the checkpoint signing key, or generates it on first
+// start (mode 0600). A file that holds no Ed25519 key stops the server with
+// an error naming it. The key itself is never logged.
+func loadReceiptKey(path string, log *slog.Logger) (ed25519.PrivateKey, error) {
+	key, created, err := receipts.LoadOrCreateKey(path)
+	if err != nil {
+		return nil, err
+	}
+	id := receipts.NewSigner(key).KeyID()
+	if created {
+		log.Info("generated the receipt signing key; keep it (and back it up) outside the database", "path", path, "key_id", id)
+	} else {
+		log.Info("receipt signing key", "path", path, "key_id", id)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the receipt signing key is readable by others than its owner; chmod 600 it", "path", path, "mode", fi.Mode().Perm().String())
+	}
+	return key, nil
 }

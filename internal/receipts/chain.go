@@ -1,0 +1,203 @@
+package receipts
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"iter"
+)
+
+// The chain. Each workspace's receipts form one hash chain, in seq order
+// from 1 with no gaps:
+//
+//	content_hash = sha256(JCS(content))
+//	hash         = sha256(JCS({"receipt_id": R, "seq": S, "prev_hash": P,
+//	                           "content_hash": C, "metadata": M}))
+//
+// where R is the receipt's id as a lowercase, hyphenated UUID string; S is
+// seq as a JSON number (an integer; seqs stay far below 2^53); P and C are
+// the previous receipt's hash and the content hash as lowercase hex strings
+// (64 characters), P being 64 zeros for seq 1; and M is the stored metadata
+// object itself (a JSON object, not a string). JCS is RFC 8785. A redaction
+// deletes the content but keeps content_hash and metadata, so the chain
+// still verifies. docs/receipts.md states this for auditors.
+
+// HashSize is the size of every hash in the chain (SHA-256).
+const HashSize = sha256.Size
+
+// GenesisHash is the prev_hash of seq 1: 32 zero bytes.
+var GenesisHash = make([]byte, HashSize)
+
+// link is the object whose canonical form the chain hash covers.
+type link struct {
+	ReceiptID   string          `json:"receipt_id"`
+	Seq         int64           `json:"seq"`
+	PrevHash    string          `json:"prev_hash"`
+	ContentHash string          `json:"content_hash"`
+	Metadata    json.RawMessage `json:"metadata"`
+}
+
+// ChainHash is a receipt's hash in the chain:
+// sha256(JCS({receipt_id, seq, prev_hash, content_hash, metadata})).
+func ChainHash(receiptID string, seq int64, prevHash, contentHash []byte, metadata json.RawMessage) ([]byte, error) {
+	if m := bytes.TrimSpace(metadata); len(m) == 0 || m[0] != '{' {
+		return nil, fmt.Errorf("receipts: metadata of %s is not a JSON object", receiptID)
+	}
+	b, err := Canonical(link{ReceiptID: receiptID, Seq: seq, PrevHash: hex.EncodeToString(prevHash),
+		ContentHash: hex.EncodeToString(contentHash), Metadata: metadata})
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// Row is one chained receipt as a verifier sees it: from the database, or
+// from an export.
+type Row struct {
+	ReceiptID   string
+	Seq         int64
+	PrevHash    []byte
+	Hash        []byte
+	ContentHash []byte
+	Metadata    json.RawMessage
+	// Content is nil once redacted.
+	Content json.RawMessage
+	// Redacted is whether the receipt says it was redacted (redacted_at
+	// set), and RedactedFor why.
+	Redacted    bool
+	RedactedFor string
+}
+
+// Result is what a verification found. Checked, HeadSeq and HeadHash
+// describe the prefix of the chain that verified: when OK, the whole chain
+// and its head. FirstBadSeq is the first seq at which the chain no longer
+// verifies, and Reason says why.
+type Result struct {
+	WorkspaceID string `json:"workspace_id,omitempty"`
+	OK          bool   `json:"ok"`
+	Checked     int64  `json:"checked"`
+	HeadSeq     int64  `json:"head_seq"`
+	HeadHash    string `json:"head_hash"`
+	FirstBadSeq int64  `json:"first_bad_seq,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// Verifier checks a chain one receipt at a time, in seq order, so a chain
+// of any length is verified in constant memory. The zero value is not
+// ready: use NewVerifier.
+type Verifier struct {
+	prev       []byte
+	res        Result
+	broken     bool
+	expectSeq  int64
+	expectHash []byte
+}
+
+// NewVerifier starts a verification at seq 1.
+func NewVerifier() *Verifier {
+	return &Verifier{prev: GenesisHash, res: Result{OK: true, HeadHash: hex.EncodeToString(GenesisHash)}}
+}
+
+// Expect makes the verification also prove that the chain extends a
+// checkpoint: the receipt at seq has this hash, and the chain reaches it.
+func (v *Verifier) Expect(seq int64, hash []byte) {
+	v.expectSeq, v.expectHash = seq, hash
+}
+
+// Add checks the next receipt. It returns false once the chain is broken
+// (at this receipt or before); later receipts are then not looked at.
+func (v *Verifier) Add(r Row) bool {
+	if v.broken {
+		return false
+	}
+	want := v.res.HeadSeq + 1
+	if reason := v.check(r, want); reason != "" {
+		v.broken = true
+		v.res.OK, v.res.FirstBadSeq, v.res.Reason = false, want, reason
+		return false
+	}
+	v.prev = r.Hash
+	v.res.Checked++
+	v.res.HeadSeq, v.res.HeadHash = r.Seq, hex.EncodeToString(r.Hash)
+	return true
+}
+
+// check returns why r cannot be the receipt at seq want, or "".
+func (v *Verifier) check(r Row, want int64) string {
+	switch {
+	case r.Seq > want:
+		return fmt.Sprintf("seq %d is missing: the chain goes from seq %d to seq %d", want, want-1, r.Seq)
+	case r.Seq < want:
+		return fmt.Sprintf("expected seq %d, found seq %d again or out of order (receipt %s)", want, r.Seq, r.ReceiptID)
+	case len(r.Hash) != HashSize || len(r.PrevHash) != HashSize || len(r.ContentHash) != HashSize:
+		return fmt.Sprintf("receipt %s has a hash, prev_hash or content_hash that is not 32 bytes", r.ReceiptID)
+	}
+	content := bytes.TrimSpace(r.Content)
+	absent := len(content) == 0 || bytes.Equal(content, []byte("null"))
+	switch {
+	case absent && !r.Redacted:
+		return fmt.Sprintf("receipt %s has no content but is not marked redacted", r.ReceiptID)
+	case !absent && r.Redacted:
+		return fmt.Sprintf("receipt %s is marked redacted but still has content", r.ReceiptID)
+	case r.Redacted && r.RedactedFor == "":
+		return fmt.Sprintf("receipt %s is redacted without a reason (redacted_for)", r.ReceiptID)
+	case !absent:
+		if content[0] != '{' {
+			return fmt.Sprintf("the content of receipt %s is not a JSON object", r.ReceiptID)
+		}
+		sum, err := ContentHash(json.RawMessage(content))
+		if err != nil {
+			return fmt.Sprintf("the content of receipt %s cannot be canonicalised: %v", r.ReceiptID, err)
+		}
+		if !bytes.Equal(sum, r.ContentHash) {
+			return fmt.Sprintf("the content of receipt %s does not match its content_hash", r.ReceiptID)
+		}
+	}
+	if !bytes.Equal(r.PrevHash, v.prev) {
+		if want == 1 {
+			return fmt.Sprintf("the prev_hash of seq 1 (receipt %s) is not 32 zero bytes", r.ReceiptID)
+		}
+		return fmt.Sprintf("the prev_hash of receipt %s is not the hash of seq %d", r.ReceiptID, want-1)
+	}
+	sum, err := ChainHash(r.ReceiptID, r.Seq, r.PrevHash, r.ContentHash, r.Metadata)
+	if err != nil {
+		return fmt.Sprintf("receipt %s cannot be hashed: %v", r.ReceiptID, err)
+	}
+	if !bytes.Equal(sum, r.Hash) {
+		return fmt.Sprintf("the hash of receipt %s does not match its receipt_id, seq, prev_hash, content_hash and metadata", r.ReceiptID)
+	}
+	if v.expectHash != nil && r.Seq == v.expectSeq && !bytes.Equal(r.Hash, v.expectHash) {
+		return fmt.Sprintf("the hash of seq %d differs from the checkpoint's head_hash: the chain was rewritten", r.Seq)
+	}
+	return ""
+}
+
+// Result is the outcome so far; call it after the last receipt. A chain
+// that ends before an expected checkpoint seq is broken at the first
+// missing seq.
+func (v *Verifier) Result() Result {
+	res := v.res
+	if res.OK && v.expectHash != nil && res.HeadSeq < v.expectSeq {
+		res.OK, res.FirstBadSeq = false, res.HeadSeq+1
+		res.Reason = fmt.Sprintf("the chain ends at seq %d, before the checkpoint's seq %d: receipts were removed", res.HeadSeq, v.expectSeq)
+	}
+	return res
+}
+
+// Verify checks a whole chain given in seq order from seq 1: gapless seq,
+// each content against its content_hash (a redacted receipt's stored
+// content_hash is taken as is, once its redaction is consistent), each
+// prev_hash against the previous hash, and each hash. Any change but a
+// redaction is reported at the first receipt it affects.
+func Verify(rows iter.Seq[Row]) Result {
+	v := NewVerifier()
+	for r := range rows {
+		if !v.Add(r) {
+			break
+		}
+	}
+	return v.Result()
+}

@@ -1,0 +1,388 @@
+package receipts
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/audit"
+)
+
+// Caller is who asks, as the receipts service needs to know them. The web
+// layer fills it from auth.Principal: this package cannot import auth,
+// which records receipts of its own (role changes).
+type Caller struct {
+	WorkspaceID     uuid.UUID
+	UserID, TokenID uuid.UUID
+	// Agent is an agent token; Role the user's workspace role.
+	Agent bool
+	Role  string
+}
+
+// AuditIdentity makes a Caller an audit.Actor.
+func (c Caller) AuditIdentity() (userID, tokenID uuid.UUID, agent bool) {
+	return c.UserID, c.TokenID, c.Agent
+}
+
+func (c Caller) isUser() bool     { return c.UserID != uuid.Nil && !c.Agent }
+func (c Caller) isAdmin() bool    { return c.isUser() && c.Role == "admin" }
+func (c Caller) isApprover() bool { return c.isUser() && (c.Role == "admin" || c.Role == "approver") }
+
+// Who may do what: any user of the workspace may verify its chain and get
+// a checkpoint (neither shows any content); approvers and admins read
+// receipts (their content is every call's arguments); admins redact.
+// Agents do none of it.
+var (
+	errUsersOnly     = apperr.Errorf(apperr.EFORBIDDEN, "Receipts are verified with a user's token or session, not an agent's.")
+	errApproversOnly = apperr.Errorf(apperr.EFORBIDDEN, "Receipts are for approvers and admins (a user token or a session).")
+	errAdminsOnly    = apperr.Errorf(apperr.EFORBIDDEN, "Only admins redact receipts.")
+	// ErrNotFound is a receipt that is not in the caller's workspace.
+	ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such receipt.")
+	// ErrNoSigningKey is a server that has no checkpoint key.
+	ErrNoSigningKey = apperr.Errorf(apperr.ENOTFOUND, "This server signs no checkpoints: it has no receipt signing key.")
+)
+
+// Service reads, verifies, signs and redacts receipts; Record writes them
+// and Sequence chains them.
+type Service struct {
+	pool   *pgxpool.Pool
+	q      *db.Queries
+	signer *Signer
+}
+
+// NewService returns the receipts service, without a signing key.
+func NewService(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
+
+// WithSigner returns the service signing checkpoints with s.
+func (s *Service) WithSigner(signer *Signer) *Service {
+	out := *s
+	out.signer = signer
+	return &out
+}
+
+// Receipt is one receipt as stored.
+type Receipt struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Kind        string
+	ProposalID  uuid.UUID // uuid.Nil when none
+	ActionClass string
+	// Seq is 0, and PrevHash and Hash nil, while the receipt waits for the
+	// sequencer.
+	Seq         int64
+	PrevHash    []byte
+	Hash        []byte
+	ContentHash []byte
+	Metadata    json.RawMessage
+	// Content is nil once redacted.
+	Content     json.RawMessage
+	RedactedFor string
+	RedactedAt  *time.Time
+	CreatedAt   time.Time
+	ChainedAt   *time.Time
+}
+
+// Pending reports whether the receipt is not chained yet.
+func (r Receipt) Pending() bool { return r.Seq == 0 }
+
+// Row is the receipt as the verifier reads it.
+func (r Receipt) Row() Row {
+	return Row{ReceiptID: r.ID.String(), Seq: r.Seq, PrevHash: r.PrevHash, Hash: r.Hash, ContentHash: r.ContentHash,
+		Metadata: r.Metadata, Content: r.Content, Redacted: r.RedactedAt != nil, RedactedFor: r.RedactedFor}
+}
+
+func fromRow(r db.Receipt) Receipt {
+	out := Receipt{ID: r.ID, WorkspaceID: r.WorkspaceID, Kind: r.Kind, ActionClass: r.ActionClass.String, Seq: r.Seq.Int64,
+		PrevHash: r.PrevHash, Hash: r.Hash, ContentHash: r.ContentHash, Metadata: r.Metadata, RedactedFor: r.RedactedFor.String,
+		RedactedAt: r.RedactedAt, CreatedAt: r.CreatedAt, ChainedAt: r.ChainedAt}
+	if r.ProposalID.Valid {
+		out.ProposalID = r.ProposalID.UUID
+	}
+	if r.Content != nil {
+		out.Content = json.RawMessage(r.Content)
+	}
+	return out
+}
+
+func fromRows(rows []db.Receipt) []Receipt {
+	out := make([]Receipt, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out
+}
+
+// verifyPage is how many receipts a verification reads at a time.
+const verifyPage = 1000
+
+// VerifyWorkspace verifies a workspace's whole chain, from seq 1 to its
+// head, reading it a page at a time; with a checkpoint, it also proves
+// the chain extends it (the checkpoint's signature is the caller's to
+// check: VerifyCheckpoint). Receipts appended while it reads are verified
+// too. Unchained receipts are not part of the chain yet.
+func (s *Service) VerifyWorkspace(ctx context.Context, ws uuid.UUID, cp *Checkpoint) (Result, error) {
+	v := NewVerifier()
+	if cp != nil {
+		v.Expect(cp.Seq, cp.HeadHashBytes())
+	}
+	after := int64(0)
+	for {
+		rows, err := s.q.ListChainedReceipts(ctx, db.ListChainedReceiptsParams{WorkspaceID: ws, AfterSeq: after, Limit: verifyPage})
+		if err != nil {
+			return Result{}, fmt.Errorf("receipts: verify %s: %w", ws, err)
+		}
+		for _, r := range rows {
+			if !v.Add(fromRow(r).Row()) {
+				res := v.Result()
+				res.WorkspaceID = ws.String()
+				return res, nil
+			}
+		}
+		if len(rows) < verifyPage {
+			break
+		}
+		after = rows[len(rows)-1].Seq.Int64
+	}
+	res := v.Result()
+	res.WorkspaceID = ws.String()
+	return res, nil
+}
+
+// Verify verifies the caller's workspace chain (any user of the workspace).
+func (s *Service) Verify(ctx context.Context, c Caller) (Result, error) {
+	if !c.isUser() {
+		return Result{}, errUsersOnly
+	}
+	return s.VerifyWorkspace(ctx, c.WorkspaceID, nil)
+}
+
+// Workspaces lists every workspace (the command line verifies them all).
+func (s *Service) Workspaces(ctx context.Context) ([]uuid.UUID, error) {
+	ids, err := s.q.ListReceiptWorkspaces(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: workspaces: %w", err)
+	}
+	return ids, nil
+}
+
+// head is a workspace's chain head (0 and GenesisHash when empty).
+func head(ctx context.Context, q *db.Queries, ws uuid.UUID) (int64, []byte, error) {
+	h, err := q.GetReceiptChainHead(ctx, ws)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, GenesisHash, nil
+	}
+	if err != nil {
+		return 0, nil, fmt.Errorf("receipts: head of %s: %w", ws, err)
+	}
+	return h.Seq, h.Hash, nil
+}
+
+// Checkpoint signs the caller's workspace head at now (any user of the
+// workspace). It signs the head as stored: a verification says whether
+// the chain up to it holds.
+func (s *Service) Checkpoint(ctx context.Context, c Caller, now time.Time) (SignedCheckpoint, error) {
+	if !c.isUser() {
+		return SignedCheckpoint{}, errUsersOnly
+	}
+	if s.signer == nil {
+		return SignedCheckpoint{}, ErrNoSigningKey
+	}
+	seq, hash, err := head(ctx, s.q, c.WorkspaceID)
+	if err != nil {
+		return SignedCheckpoint{}, err
+	}
+	return s.signer.Sign(c.WorkspaceID, seq, hash, now)
+}
+
+// PublicKey is the checkpoint key's public half and its id.
+func (s *Service) PublicKey() (PublicKeyInfo, error) {
+	if s.signer == nil {
+		return PublicKeyInfo{}, ErrNoSigningKey
+	}
+	pub := s.signer.PublicKey()
+	return PublicKeyInfo{KeyID: s.signer.KeyID(), Raw: pub, PEM: PublicKeyPEM(pub)}, nil
+}
+
+// PublicKeyInfo is a public key in the forms auditors use.
+type PublicKeyInfo struct {
+	KeyID string
+	Raw   []byte
+	PEM   string
+}
+
+// MaxExportPage is the most receipts one export page holds.
+const MaxExportPage = 10000
+
+// Export returns up to limit chained receipts after seq afterSeq, in seq
+// order (approvers and admins): everything needed to verify them.
+func (s *Service) Export(ctx context.Context, c Caller, afterSeq int64, limit int) ([]Receipt, error) {
+	if !c.isApprover() {
+		return nil, errApproversOnly
+	}
+	if afterSeq < 0 {
+		return nil, apperr.Invalid("after_seq must be 0 or more.", apperr.FieldError{Field: "after_seq", Message: "must be 0 or more"})
+	}
+	if limit < 1 || limit > MaxExportPage {
+		return nil, apperr.Invalid(fmt.Sprintf("limit must be 1 to %d.", MaxExportPage), apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be 1 to %d", MaxExportPage)})
+	}
+	rows, err := s.q.ListChainedReceipts(ctx, db.ListChainedReceiptsParams{WorkspaceID: c.WorkspaceID, AfterSeq: afterSeq, Limit: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("receipts: export: %w", err)
+	}
+	return fromRows(rows), nil
+}
+
+// Get returns one receipt of the caller's workspace (approvers and
+// admins), chained or still pending.
+func (s *Service) Get(ctx context.Context, c Caller, id uuid.UUID) (Receipt, error) {
+	if !c.isApprover() {
+		return Receipt{}, errApproversOnly
+	}
+	r, err := s.q.GetReceipt(ctx, db.GetReceiptParams{ID: id, WorkspaceID: c.WorkspaceID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Receipt{}, ErrNotFound
+	}
+	if err != nil {
+		return Receipt{}, fmt.Errorf("receipts: get %s: %w", id, err)
+	}
+	return fromRow(r), nil
+}
+
+// Overview is the state of a workspace's chain, for its admin page.
+type Overview struct {
+	HeadSeq  int64
+	HeadHash []byte
+	// Pending receipts wait for the sequencer; Oldest is when the oldest
+	// of them was written.
+	Pending int64
+	Oldest  time.Time
+	// Checkpoint is the head signed now (nil without a signing key).
+	Checkpoint *SignedCheckpoint
+	// Recent are the latest receipts (pending first), or a proposal's.
+	Recent []Receipt
+	// Verification is the chain verified now, when asked for.
+	Verification *Result
+}
+
+// Overview returns the chain's state and recent receipts, or those of
+// one proposal (approvers and admins), and verifies the chain when asked.
+func (s *Service) Overview(ctx context.Context, c Caller, proposal uuid.UUID, recent int, verify bool, now time.Time) (Overview, error) {
+	if !c.isApprover() {
+		return Overview{}, errApproversOnly
+	}
+	var out Overview
+	var err error
+	if out.HeadSeq, out.HeadHash, err = head(ctx, s.q, c.WorkspaceID); err != nil {
+		return Overview{}, err
+	}
+	p, err := s.q.CountUnchainedReceipts(ctx, c.WorkspaceID)
+	if err != nil {
+		return Overview{}, fmt.Errorf("receipts: pending: %w", err)
+	}
+	out.Pending, out.Oldest = p.Pending, p.Oldest
+	if s.signer != nil {
+		cp, err := s.signer.Sign(c.WorkspaceID, out.HeadSeq, out.HeadHash, now)
+		if err != nil {
+			return Overview{}, err
+		}
+		out.Checkpoint = &cp
+	}
+	var rows []db.Receipt
+	if proposal != uuid.Nil {
+		rows, err = s.q.ListProposalReceipts(ctx, db.ListProposalReceiptsParams{WorkspaceID: c.WorkspaceID, ProposalID: uuid.NullUUID{UUID: proposal, Valid: true}})
+	} else {
+		rows, err = s.q.ListRecentReceipts(ctx, db.ListRecentReceiptsParams{WorkspaceID: c.WorkspaceID, Limit: int32(recent)})
+	}
+	if err != nil {
+		return Overview{}, fmt.Errorf("receipts: recent: %w", err)
+	}
+	out.Recent = fromRows(rows)
+	if verify {
+		res, err := s.VerifyWorkspace(ctx, c.WorkspaceID, nil)
+		if err != nil {
+			return Overview{}, err
+		}
+		out.Verification = &res
+	}
+	return out, nil
+}
+
+// Redaction is a redacted receipt and the receipt that records it.
+type Redaction struct {
+	Receipt          Receipt
+	RedactionReceipt uuid.UUID
+}
+
+// Redact deletes a receipt's content for a stated reason (admins only).
+// Its content_hash, metadata and place in the chain stay, so the chain
+// still verifies. The redaction is itself receipted and audited in the
+// same transaction. A redaction receipt is not redacted: it holds only the
+// redacted receipt's id and the reason, and it is what shows that a
+// redaction was deliberate.
+func (s *Service) Redact(ctx context.Context, c Caller, id uuid.UUID, reason string, now time.Time) (Redaction, error) {
+	if !c.isAdmin() {
+		return Redaction{}, errAdminsOnly
+	}
+	reason = strings.TrimSpace(reason)
+	if n := utf8.RuneCountInString(reason); n < 1 || n > 500 {
+		return Redaction{}, apperr.Invalid("Say why, in 1 to 500 characters.", apperr.FieldError{Field: "redacted_for", Message: "must be 1 to 500 characters"})
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Redaction{}, fmt.Errorf("receipts: redact: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	row, err := q.GetReceiptForUpdate(ctx, db.GetReceiptForUpdateParams{ID: id, WorkspaceID: c.WorkspaceID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Redaction{}, ErrNotFound
+	}
+	if err != nil {
+		return Redaction{}, fmt.Errorf("receipts: redact %s: %w", id, err)
+	}
+	switch {
+	case row.RedactedAt != nil:
+		return Redaction{}, apperr.Errorf(apperr.ECONFLICT, "This receipt was redacted already.")
+	case row.Kind == KindRedaction:
+		return Redaction{}, apperr.Errorf(apperr.ECONFLICT, "A redaction's own receipt is not redacted: it shows the redaction was deliberate.")
+	}
+	at := now.UTC()
+	if n, err := q.RedactReceipt(ctx, db.RedactReceiptParams{ID: id, WorkspaceID: c.WorkspaceID, RedactedFor: pgtype.Text{String: reason, Valid: true}, RedactedAt: &at}); err != nil {
+		return Redaction{}, fmt.Errorf("receipts: redact %s: %w", id, err)
+	} else if n != 1 {
+		return Redaction{}, fmt.Errorf("receipts: redact %s: %d rows", id, n)
+	}
+	actor := Actor{Kind: "user", UserID: c.UserID.String(), Role: c.Role}
+	if c.TokenID != uuid.Nil {
+		actor.TokenID = c.TokenID.String()
+	}
+	rid, err := Record(ctx, q, c.WorkspaceID, Content{Kind: KindRedaction, Actor: actor,
+		Change: map[string]any{"receipt_id": id.String(), "redacted_for": reason}}, now)
+	if err != nil {
+		return Redaction{}, err
+	}
+	if err := audit.Record(ctx, q, c, c.WorkspaceID, "receipt.redacted", "receipt", id.String(),
+		map[string]any{"redacted_for": reason, "redaction_receipt_id": rid.String(), "seq": row.Seq.Int64}); err != nil {
+		return Redaction{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Redaction{}, fmt.Errorf("receipts: redact %s: commit: %w", id, err)
+	}
+	row.Content, row.RedactedFor, row.RedactedAt = nil, pgtype.Text{String: reason, Valid: true}, &at
+	return Redaction{Receipt: fromRow(row), RedactionReceipt: rid}, nil
+}
+
+// Hex is a hash as lowercase hex ("" for none).
+func Hex(b []byte) string { return hex.EncodeToString(b) }
