@@ -104,11 +104,7 @@ func (s *Service) PreviewScope(ctx context.Context, p auth.Principal, scope Scop
 	if err != nil {
 		return Preview{}, fmt.Errorf("proposals: recent calls: %w", err)
 	}
-	recorded := make([]previewRow, len(rows))
-	for i, r := range rows {
-		recorded[i] = previewRow{r.ID, r.Tool, r.Status, r.ActionClass.String, r.Edited, r.DecisionInput, r.CreatedAt}
-	}
-	return s.preview(setting, value, recorded, change)
+	return s.preview(setting, value, previewRows(rows), change)
 }
 
 // PreviewWorkspace previews a workspace setting for an admin: today,
@@ -124,11 +120,20 @@ func (s *Service) PreviewWorkspace(ctx context.Context, p auth.Principal, settin
 	if err != nil {
 		return Preview{}, fmt.Errorf("proposals: recent calls: %w", err)
 	}
-	recorded := make([]previewRow, len(rows))
+	same := make([]db.ListRecentDecidedRow, len(rows))
 	for i, r := range rows {
-		recorded[i] = previewRow{r.ID, r.Tool, r.Status, r.ActionClass.String, r.Edited, r.DecisionInput, r.CreatedAt}
+		same[i] = db.ListRecentDecidedRow(r)
 	}
-	return s.preview(setting, fmt.Sprint(value), recorded, func(c *policy.Call) { c.AutoApproveHighRisk = value })
+	return s.preview(setting, fmt.Sprint(value), previewRows(same), func(c *policy.Call) { c.AutoApproveHighRisk = value })
+}
+
+// previewRows are the recorded calls a preview decides again.
+func previewRows(rows []db.ListRecentDecidedRow) []previewRow {
+	out := make([]previewRow, len(rows))
+	for i, r := range rows {
+		out[i] = previewRow{r.ID, r.Tool, r.Status, r.ActionClass.String, r.Edited, r.DecisionInput, r.CreatedAt}
+	}
+	return out
 }
 
 // preview decides each recorded call again with change applied.

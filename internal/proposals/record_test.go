@@ -13,10 +13,10 @@ import (
 	"github.com/gatehouse/gatehouse/internal/proposals"
 )
 
-// receiptsOf lists a proposal's receipts as "kind:outcome", in order.
-func (f *fixture) receiptsOf(t *testing.T, id uuid.UUID) []string {
+// strings runs a query that returns one text column.
+func (f *fixture) strings(t *testing.T, sql string, args ...any) []string {
 	t.Helper()
-	rows, err := f.pool.Query(context.Background(), "SELECT kind || ':' || coalesce(content->>'outcome', '') FROM receipts WHERE proposal_id = $1 ORDER BY created_at, id", id)
+	rows, err := f.pool.Query(context.Background(), sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,27 +24,24 @@ func (f *fixture) receiptsOf(t *testing.T, id uuid.UUID) []string {
 	var out []string
 	for rows.Next() {
 		var s string
-		rows.Scan(&s)
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
 		out = append(out, s)
 	}
 	return out
 }
 
+// receiptsOf lists a proposal's receipts as "kind:outcome", in order.
+func (f *fixture) receiptsOf(t *testing.T, id uuid.UUID) []string {
+	t.Helper()
+	return f.strings(t, "SELECT kind || ':' || coalesce(content->>'outcome', '') FROM receipts WHERE proposal_id = $1 ORDER BY created_at, id", id)
+}
+
 // evidenceOf lists a proposal's evidence as "label:weight".
 func (f *fixture) evidenceOf(t *testing.T, id uuid.UUID) []string {
 	t.Helper()
-	rows, err := f.pool.Query(context.Background(), "SELECT label || ':' || weight::text FROM evidence WHERE proposal_id = $1 ORDER BY id", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		rows.Scan(&s)
-		out = append(out, s)
-	}
-	return out
+	return f.strings(t, "SELECT label || ':' || weight::text FROM evidence WHERE proposal_id = $1 ORDER BY id", id)
 }
 
 func equal(a []string, b ...string) bool {
