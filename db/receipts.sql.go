@@ -15,19 +15,22 @@ import (
 )
 
 const chainReceipts = `-- name: ChainReceipts :execrows
-UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = $1
+UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = $1,
+       content_hash = c.content_hash
 FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS seq,
-             unnest($5::bytea[]) AS prev_hash, unnest($6::bytea[]) AS hash) AS c
+             unnest($5::bytea[]) AS prev_hash, unnest($6::bytea[]) AS hash,
+             unnest($7::bytea[]) AS content_hash) AS c
 WHERE r.id = c.id AND r.workspace_id = $2 AND r.seq IS NULL
 `
 
 type ChainReceiptsParams struct {
-	ChainedAt   *time.Time
-	WorkspaceID uuid.UUID
-	Ids         []uuid.UUID
-	Seqs        []int64
-	PrevHashes  [][]byte
-	Hashes      [][]byte
+	ChainedAt     *time.Time
+	WorkspaceID   uuid.UUID
+	Ids           []uuid.UUID
+	Seqs          []int64
+	PrevHashes    [][]byte
+	Hashes        [][]byte
+	ContentHashes [][]byte
 }
 
 func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (int64, error) {
@@ -38,6 +41,7 @@ func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (i
 		arg.Seqs,
 		arg.PrevHashes,
 		arg.Hashes,
+		arg.ContentHashes,
 	)
 	if err != nil {
 		return 0, err
@@ -367,7 +371,7 @@ func (q *Queries) ListWorkspacesWithUnchainedReceipts(ctx context.Context) ([]uu
 }
 
 const lockUnchainedReceipts = `-- name: LockUnchainedReceipts :many
-SELECT id, content_hash, metadata FROM receipts
+SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
 WHERE workspace_id = $1 AND seq IS NULL
 ORDER BY created_at, id
 LIMIT $2
@@ -383,8 +387,11 @@ type LockUnchainedReceiptsRow struct {
 	ID          uuid.UUID
 	ContentHash []byte
 	Metadata    json.RawMessage
+	Content     json.RawMessage
 }
 
+// content comes along for the receipts whose content hash the sequencer
+// computes (written on the automatic path without one).
 func (q *Queries) LockUnchainedReceipts(ctx context.Context, arg LockUnchainedReceiptsParams) ([]LockUnchainedReceiptsRow, error) {
 	rows, err := q.db.Query(ctx, lockUnchainedReceipts, arg.WorkspaceID, arg.Limit)
 	if err != nil {
@@ -394,7 +401,12 @@ func (q *Queries) LockUnchainedReceipts(ctx context.Context, arg LockUnchainedRe
 	items := []LockUnchainedReceiptsRow{}
 	for rows.Next() {
 		var i LockUnchainedReceiptsRow
-		if err := rows.Scan(&i.ID, &i.ContentHash, &i.Metadata); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Content,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -407,7 +419,7 @@ func (q *Queries) LockUnchainedReceipts(ctx context.Context, arg LockUnchainedRe
 
 const redactReceipt = `-- name: RedactReceipt :execrows
 UPDATE receipts SET content = NULL, redacted_for = $1, redacted_at = $2
-WHERE id = $3 AND workspace_id = $4 AND content IS NOT NULL
+WHERE id = $3 AND workspace_id = $4 AND content IS NOT NULL AND content_hash IS NOT NULL
 `
 
 type RedactReceiptParams struct {

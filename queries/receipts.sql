@@ -19,16 +19,20 @@ WHERE workspace_id = $1 AND seq IS NOT NULL
 ORDER BY seq DESC LIMIT 1;
 
 -- name: LockUnchainedReceipts :many
-SELECT id, content_hash, metadata FROM receipts
+-- content comes along for the receipts whose content hash the sequencer
+-- computes (written on the automatic path without one).
+SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
 WHERE workspace_id = $1 AND seq IS NULL
 ORDER BY created_at, id
 LIMIT $2
 FOR UPDATE;
 
 -- name: ChainReceipts :execrows
-UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = @chained_at
+UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = @chained_at,
+       content_hash = c.content_hash
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@seqs::bigint[]) AS seq,
-             unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash) AS c
+             unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash,
+             unnest(@content_hashes::bytea[]) AS content_hash) AS c
 WHERE r.id = c.id AND r.workspace_id = @workspace_id AND r.seq IS NULL;
 
 -- name: ListChainedReceipts :many
@@ -60,7 +64,7 @@ SELECT * FROM receipts WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
 -- Deletes the content only: content_hash, metadata and the chain fields
 -- stay, so the chain still verifies.
 UPDATE receipts SET content = NULL, redacted_for = @redacted_for, redacted_at = @redacted_at
-WHERE id = @id AND workspace_id = @workspace_id AND content IS NOT NULL;
+WHERE id = @id AND workspace_id = @workspace_id AND content IS NOT NULL AND content_hash IS NOT NULL;
 
 -- name: ListReceiptWorkspaces :many
 SELECT id FROM workspaces ORDER BY created_at, id;

@@ -92,7 +92,8 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 	shape := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, Tool: params.Tool, ActionClass: params.ActionClass,
 		Decision: params.Decision, EffectDecision: params.Decision, Arguments: params.Arguments, Rationale: params.Rationale}
 	now := time.Now()
-	rc, err := receipts.Prepare(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(PathAuto), shape, failure), now)
+	// The content hash is the sequencer's to compute, in its batch.
+	rc, err := receipts.PrepareUnhashed(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(PathAuto), shape, failure), now)
 	if err != nil {
 		return db.Proposal{}, err
 	}

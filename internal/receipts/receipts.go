@@ -142,6 +142,29 @@ func Prepare(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) 
 	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, ContentHash: sum[:], Metadata: meta}, nil
 }
 
+// PrepareUnhashed is Prepare without the content hash: the content is
+// encoded as is (its canonical form, and the hash of it, are the
+// sequencer's to compute in its batch, off the call path). The automatic
+// path uses it.
+func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
+	id := uuid.New()
+	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
+	c.Time = now.UTC().Format(time.RFC3339Nano)
+	contentJSON, err := json.Marshal(c)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("receipts: encode: %w", err)
+	}
+	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
+	if err != nil {
+		return Prepared{}, fmt.Errorf("receipts: encode metadata: %w", err)
+	}
+	var proposal uuid.NullUUID
+	if pid, err := uuid.Parse(c.ProposalID); err == nil {
+		proposal = uuid.NullUUID{UUID: pid, Valid: true}
+	}
+	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, Metadata: meta}, nil
+}
+
 // Record writes a receipt for c with q, in the caller's transaction (the
 // outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
 func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -94,9 +95,18 @@ func chainBatch(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, now time.
 		return 0, nil
 	}
 	arg := db.ChainReceiptsParams{WorkspaceID: ws, ChainedAt: &now,
-		Ids: make([]uuid.UUID, len(rows)), Seqs: make([]int64, len(rows)), PrevHashes: make([][]byte, len(rows)), Hashes: make([][]byte, len(rows))}
+		Ids: make([]uuid.UUID, len(rows)), Seqs: make([]int64, len(rows)), PrevHashes: make([][]byte, len(rows)), Hashes: make([][]byte, len(rows)),
+		ContentHashes: make([][]byte, len(rows))}
 	for i, r := range rows {
 		seq := head + int64(i) + 1
+		if r.ContentHash == nil {
+			// Written on the automatic path: the content hash is computed
+			// here, in the batch, from the content as stored.
+			if r.ContentHash, err = ContentHash(json.RawMessage(r.Content)); err != nil {
+				return 0, fmt.Errorf("receipts: sequence %s: content hash of %s: %w", ws, r.ID, err)
+			}
+		}
+		arg.ContentHashes[i] = r.ContentHash
 		hash, err := ChainHash(r.ID.String(), seq, prev, r.ContentHash, r.Metadata)
 		if err != nil {
 			return 0, err
