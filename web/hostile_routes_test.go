@@ -78,6 +78,9 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1" + prop + "/performed", `{"note": %s}`, false, user},
 		{"POST", packet + "/approve", `{"constraints": [{"kind": "recipient_allowlist", "values": [%s]}]}`, false, boss},
 		{"POST", packet + "/reject", `{"reason": %s}`, false, boss},
+		// (Their "tool" key is there for the duplicate-key case.)
+		{"POST", "/mcp", `{"tool": "x", "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": %s, "version": "1"}}}`, false, agent},
+		{"DELETE", "/mcp", `{"tool": "x", "session": %s}`, false, agent},
 		// Browser forms, with the session's CSRF token.
 		{"POST", "/conversations", "title=%s", true, ""},
 		{"POST", "/conversations/" + conv["id"].(string) + "/mode", "permission_mode=%s", true, ""},

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 
@@ -67,6 +68,12 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/proposals/:id/apply", s.apiApplyProposal)
 	api.POST("/proposals/:id/reject", s.apiRejectProposal)
 	api.POST("/proposals/:id/performed", s.apiPerformProposal)
+
+	// MCP (Streamable HTTP): agents connect with their token; every
+	// tools/call is proposed in the session's conversation or notebook.
+	if s.gateway != nil {
+		e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.mcpEndpoint, noStore, s.requireToken)
+	}
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(s.csrfConfig())

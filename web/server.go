@@ -21,6 +21,7 @@ import (
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/settings"
@@ -54,6 +55,8 @@ type Server struct {
 	nbs      *notebooks.Service
 	settings *settings.Service
 	props    *proposals.Service
+	registry *tools.Registry
+	gateway  *mcp.Gateway
 	sessions *scs.SessionManager
 	stop     context.CancelFunc
 	stopped  chan struct{}
@@ -72,6 +75,10 @@ type Services struct {
 	Notebooks     *notebooks.Service
 	Proposals     *proposals.Service
 	Settings      *settings.Service
+	// Registry is the tool registry the proposals service decides with.
+	Registry *tools.Registry
+	// Upstreams are the MCP servers behind the gate (nil: none).
+	Upstreams *mcp.Upstreams
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -83,6 +90,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Notebooks:     notebooks.NewService(pool),
 		Proposals:     proposals.NewService(pool, registry, log),
 		Settings:      settings.NewService(pool),
+		Registry:      registry,
 	}
 }
 
@@ -112,10 +120,13 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals, registry: svc.Registry,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
 	s.events = newHub()
+	if s.props != nil && s.registry != nil {
+		s.gateway = s.newGateway(svc.Upstreams)
+	}
 	s.echo = s.routes()
 	s.bg, s.stop = context.WithCancel(context.Background())
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
