@@ -32,13 +32,15 @@ func WithMailer(m Mailer) Option { return func(o *options) { o.mailer = m } }
 // workspace's records store in PostgreSQL, and those that reach beyond it
 // (mail and webhooks through the workspace outbox, payments the principal
 // performs; see external.go). Its classes are the canonical ones plus
-// webhook.post, in the external group.
+// webhook.post and tool.call.external (an upstream tool that reaches the
+// outside world), in the external group. The tools of MCP upstreams join
+// it when they are listed (Registry.ReplaceUpstream).
 func Builtin(opts ...Option) (*Registry, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal})
+	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal, ClassToolCallExternal: policy.GroupExternal})
 	if err != nil {
 		return nil, fmt.Errorf("tools: classes: %w", err)
 	}
