@@ -99,6 +99,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", packet + "/reject", "reason=%s", true, ""},
 		{"POST", "/admin/proposals/" + pending["proposal_id"].(string) + "/settle", "ran=no&note=%s", true, ""},
 		{"POST", "/signin", "email=%s&password=x", true, ""},
+		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
+		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
 	}
 	// Every state-changing route is in the table (sign-out, which takes
 	// no input, aside).
@@ -106,6 +108,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	for _, r := range routes {
 		covered[r.method+" "+routePattern(r.path)] = true
 	}
+	covered["POST /admin/upstreams/:upstream/refresh"] = covered["POST /admin/upstreams/files/refresh"]
+	covered["POST /admin/upstreams/:upstream/tools/:tool/accept"] = covered["POST /admin/upstreams/files/tools/greet/accept"]
 	for _, r := range e.srv.Routes() {
 		if (r.Method == "POST" || r.Method == "PATCH" || r.Method == "PUT" || r.Method == "DELETE") && !covered[r.Method+" "+r.Path] {
 			t.Errorf("the hostile-input table lacks %s %s", r.Method, r.Path)

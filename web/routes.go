@@ -115,6 +115,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/settings/preview", s.settingsPreview, approver...)
 	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)
 	e.POST("/admin/approver-roles/revoke", s.revokeApproverRole, approver...)
+	e.GET("/admin/upstreams", s.upstreamsPage, approver...)
+	e.POST("/admin/upstreams/:upstream/refresh", s.refreshUpstream, approver...)
+	e.POST("/admin/upstreams/:upstream/tools/:tool/accept", s.acceptUpstreamTool, approver...)
 	// The approvals queue: approvers, admins and holders of a named
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.

@@ -57,13 +57,15 @@ type Server struct {
 	props    *proposals.Service
 	registry *tools.Registry
 	gateway  *mcp.Gateway
-	sessions *scs.SessionManager
-	stop     context.CancelFunc
-	stopped  chan struct{}
-	metrics  *prometheus.Registry
-	api      *apiSpec
-	echo     *echo.Echo
-	events   *hub
+	// upstreams may be nil: no upstream is configured.
+	upstreams *mcp.Upstreams
+	sessions  *scs.SessionManager
+	stop      context.CancelFunc
+	stopped   chan struct{}
+	metrics   *prometheus.Registry
+	api       *apiSpec
+	echo      *echo.Echo
+	events    *hub
 	// bg ends when the server closes: background work and live streams stop.
 	bg context.Context
 }
@@ -120,7 +122,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals, registry: svc.Registry,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals, registry: svc.Registry, upstreams: svc.Upstreams,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}),
 	}
 	s.events = newHub()

@@ -38,6 +38,11 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed for
 	// the client's address; none by default.
 	TrustedProxies []netip.Prefix
+	// PolicyFile is gatehouse.yaml: the MCP upstreams behind the gate ("":
+	// none).
+	PolicyFile string
+	// Getenv reads the environment (the policy file's ${NAME} headers).
+	Getenv func(string) string
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -61,6 +66,8 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		SMTPPassword:     getenv("GATEHOUSE_SMTP_PASSWORD"),
 		DBMaxConns:       defaultDBMaxConns(),
 		IdempotencyLease: 60 * time.Second,
+		PolicyFile:       getenv("GATEHOUSE_POLICY_FILE"),
+		Getenv:           getenv,
 	}
 	if v := getenv("GATEHOUSE_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -353,3 +353,10 @@ func (t *Tool) ValidateArguments(args json.RawMessage) error {
 	}
 	return apperr.Invalid(fmt.Sprintf("The arguments do not fit %s: %s.", t.Name, strings.Join(names, ", ")), fields...)
 }
+
+// Check reports whether d would be accepted into the registry (its
+// contract and its schema), without declaring it.
+func (r *Registry) Check(d Tool) error {
+	_, err := r.prepare(d)
+	return err
+}
