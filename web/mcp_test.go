@@ -316,3 +316,49 @@ func TestMCP_TokenAndBinding(t *testing.T) {
 		t.Fatalf("cells: %v", cells)
 	}
 }
+
+func TestToolCheatsheet_MarkdownWithAnETagOverRESTAndMCP(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	resp, _ := e.api("GET", "/api/v1/tools/records.put/cheatsheet", agent, nil)
+	etag := resp.Header.Get("ETag")
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/markdown") || etag == "" {
+		t.Fatalf("cheatsheet: %d %v", resp.StatusCode, resp.Header)
+	}
+	req, _ := http.NewRequest("GET", e.url+"/api/v1/tools/records.put/cheatsheet", nil)
+	req.Header.Set("Authorization", "Bearer "+agent)
+	req.Header.Set("If-None-Match", etag)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNotModified {
+		t.Fatalf("If-None-Match: %v %v", resp, err)
+	}
+	if resp, _ := e.api("GET", "/api/v1/tools/nope.nope/cheatsheet", agent, nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown tool: %d", resp.StatusCode)
+	}
+	_, list := e.api("GET", "/api/v1/tools", agent, nil)
+	found := false
+	for _, tool := range list["tools"].([]any) {
+		if m := tool.(map[string]any); m["name"] == "records.put" && m["cheatsheet_url"] == "/api/v1/tools/records.put/cheatsheet" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("GET /api/v1/tools does not point at the cheatsheet")
+	}
+
+	s := e.mustMCP(agent, "claude-code", nil)
+	tools, err := s.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "records.put" && !strings.HasPrefix(tool.Description, "Read the cheatsheet gatehouse://tools/records.put/cheatsheet before any write.") {
+			t.Errorf("description: %s", tool.Description)
+		}
+	}
+	rr, err := s.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "gatehouse://tools/records.put/cheatsheet"})
+	if err != nil || rr.Contents[0].MIMEType != "text/markdown" || !strings.Contains(rr.Contents[0].Text, "# records.put") {
+		t.Fatalf("resource: %v %v", rr, err)
+	}
+}

@@ -48,6 +48,7 @@ func (s *Server) routes() *echo.Echo {
 	api := e.Group("/api/v1", s.requireToken, s.validateAPIRequest)
 	api.GET("/me", s.apiMe)
 	api.GET("/tools", s.apiListTools)
+	api.GET("/tools/:name/cheatsheet", s.apiToolCheatsheet)
 	api.POST("/conversations", s.apiCreateConversation)
 	api.GET("/conversations", s.apiListConversations)
 	api.GET("/conversations/:id", s.apiGetConversation)

@@ -94,12 +94,18 @@ upstreams:
 // tools, as serve builds it from a policy file.
 func newEnvUpstreams(t *testing.T, f *fakeUpstream) (*env, *mcp.Upstreams) {
 	t.Helper()
+	return newEnvPolicy(t, fmt.Sprintf(upstreamPolicy, f.url))
+}
+
+// newEnvPolicy is a server with the upstreams of a policy file.
+func newEnvPolicy(t *testing.T, policy string) (*env, *mcp.Upstreams) {
+	t.Helper()
 	pool := dbtest.MustPool(t)
 	registry, err := tools.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := tools.ParsePolicyFile([]byte(fmt.Sprintf(upstreamPolicy, f.url)), registry.Classes(), func(string) string { return "" })
+	file, err := tools.ParsePolicyFile([]byte(policy), registry.Classes(), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,6 +273,11 @@ func TestUpstreams_AChangedDefinitionIsHeldUntilAnAdminAcceptsIt(t *testing.T) {
 	if res, text := callTool(t, s, "files.greet", greet); res.IsError || text != "hello again" {
 		t.Fatalf("greet after the admin accepted it: %s", text)
 	}
+	// The tools page shows the upstream and the tool accepted again.
+	if _, page := admin.get("/tools"); !strings.Contains(page, `data-testid="upstreams-summary"`) || !strings.Contains(page, "upstream files") ||
+		!strings.Contains(page, "Paths are relative to the workspace root.") {
+		t.Fatalf("tools page:\n%s", page)
+	}
 	// Audited and receipted with both hashes.
 	var n int
 	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM receipts WHERE kind = 'setting_change' AND content->'change'->>'tool' = 'greet'
@@ -275,5 +286,23 @@ func TestUpstreams_AChangedDefinitionIsHeldUntilAnAdminAcceptsIt(t *testing.T) {
 	}
 	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = 'upstream.tool_accepted'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("audit: %d %v", n, err)
+	}
+}
+
+func TestUpstreams_AnUnreachableUpstreamIsShownUnavailable(t *testing.T) {
+	t.Parallel()
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	e, _ := newEnvPolicy(t, "upstreams:\n  - name: gone\n    url: "+dead.URL+"/mcp\n    timeout: 2s\n")
+	admin := e.user("admin@example.com", auth.RoleAdmin)
+	_, page := admin.get("/admin/upstreams")
+	if !strings.Contains(page, `data-testid="upstream-unavailable"`) {
+		t.Fatalf("the upstreams page does not show it unavailable:\n%s", page)
+	}
+	if _, page := admin.get("/tools"); !strings.Contains(page, "unavailable") {
+		t.Fatal("the tools page does not show it unavailable")
+	}
+	if resp, _ := admin.postForm("/admin/upstreams/gone/refresh", nil); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("refreshing an unreachable upstream: %d", resp.StatusCode)
 	}
 }
