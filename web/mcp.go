@@ -26,7 +26,15 @@ func (s *Server) newGateway(upstreams *mcp.Upstreams) *mcp.Gateway {
 	return mcp.NewGateway(s.props, s.registry, s.convs, upstreams, s.log, mcp.Options{
 		ProposalURL: proposalURL,
 		ApprovalURL: func(id uuid.UUID) string { return "/admin/approvals/" + id.String() },
-		StoreProposal: func(p proposals.Proposal) (proposals.StoredResponse, error) {
+		StoreCall: func(p proposals.Proposal, refused error) (proposals.StoredResponse, error) {
+			if refused != nil {
+				// Refused after it was recorded (a human-only call): the
+				// problem the REST API stores for it.
+				prob := toProblem(refused)
+				prob.Title, prob.Type = http.StatusText(prob.Status), "urn:gatehouse:problem:"+prob.Code
+				body, err := json.Marshal(prob.body())
+				return proposals.StoredResponse{Status: prob.Status, ContentType: "application/problem+json", Body: body}, err
+			}
 			body, err := json.Marshal(toProposalJSON(p))
 			return proposals.StoredResponse{Status: proposalStatus(p), ContentType: echo.MIMEApplicationJSON, Body: body}, err
 		},
@@ -99,5 +107,3 @@ func firstOf(values ...string) string {
 // isMCP reports whether the request is for the MCP endpoint (answered in
 // problem+json with a bearer challenge, like the API).
 func isMCP(c echo.Context) bool { return c.Request().URL.Path == "/mcp" }
-
-var _ http.Handler = (*mcp.Gateway)(nil)

@@ -33,9 +33,10 @@ type Options struct {
 	// The gateway makes both absolute with the connection's origin.
 	ProposalURL func(proposals.Proposal) string
 	ApprovalURL func(approvalID uuid.UUID) string
-	// StoreProposal is the body an idempotency key keeps for a call (the
-	// REST API's, so the same key answers alike on both).
-	StoreProposal func(proposals.Proposal) (proposals.StoredResponse, error)
+	// StoreCall is the response an idempotency key keeps for a recorded
+	// call (the proposal, or the refusal that recorded it): the REST API's,
+	// so the same key answers alike on both.
+	StoreCall func(proposals.Proposal, error) (proposals.StoredResponse, error)
 	// Version is the server's version in the initialize answer.
 	Version string
 	// SessionTimeout closes an MCP session left idle this long (30 min

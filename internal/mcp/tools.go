@@ -266,8 +266,8 @@ func (s *session) propose(ctx context.Context, p auth.Principal, scope proposals
 		defer idem.Release(ctx) // a call refused before it recorded anything stores nothing
 		in.Idem = idem
 		out, err := s.g.props.Propose(ctx, p, scope, in)
-		if out.ID != uuid.Nil && s.g.opts.StoreProposal != nil {
-			stored, serr := s.g.opts.StoreProposal(out)
+		if out.ID != uuid.Nil && s.g.opts.StoreCall != nil {
+			stored, serr := s.g.opts.StoreCall(out, err)
 			if serr == nil {
 				serr = idem.Store(ctx, stored)
 			}
