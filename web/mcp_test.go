@@ -315,6 +315,15 @@ func TestMCP_TokenAndBinding(t *testing.T) {
 	if _, cells := e.api("GET", "/api/v1/notebooks/"+nb["id"].(string)+"/cells", owner, nil); len(cells["cells"].([]any)) != 1 {
 		t.Fatalf("cells: %v", cells)
 	}
+	// Another token cannot use the session's id.
+	hijack, _ := http.NewRequest("POST", e.url+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`))
+	hijack.Header.Set("Content-Type", "application/json")
+	hijack.Header.Set("Accept", "application/json, text/event-stream")
+	hijack.Header.Set("Authorization", "Bearer "+intruder)
+	hijack.Header.Set("Mcp-Session-Id", s.ID())
+	if resp, err := http.DefaultClient.Do(hijack); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another token on the session: %v %v", resp, err)
+	}
 }
 
 func TestToolCheatsheet_MarkdownWithAnETagOverRESTAndMCP(t *testing.T) {
