@@ -74,6 +74,12 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	streamable := sdk.NewStreamableHTTPHandler(g.serverFor, &sdk.StreamableHTTPOptions{
 		Logger:         log,
 		SessionTimeout: opts.SessionTimeout,
+		// The SDK refuses a request to a loopback listener whose Host is
+		// not loopback (DNS rebinding), which would refuse every request
+		// through a reverse proxy in front of 127.0.0.1:8080. Every request
+		// here carries a bearer token, which a rebound page cannot send, so
+		// the protection adds nothing.
+		DisableLocalhostProtection: true,
 	})
 	// The web layer has authenticated the request (401 otherwise) and put
 	// the principal in its context; the SDK's bearer middleware passes it
