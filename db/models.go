@@ -253,6 +253,20 @@ type TrustViolation struct {
 	ClearNote   pgtype.Text
 }
 
+type UpstreamTool struct {
+	Upstream           string
+	Name               string
+	DefinitionHash     string
+	Definition         json.RawMessage
+	Status             string
+	AcceptedHash       pgtype.Text
+	AcceptedDefinition []byte
+	AcceptedBy         uuid.NullUUID
+	AcceptedAt         *time.Time
+	FirstSeenAt        time.Time
+	SeenAt             time.Time
+}
+
 type User struct {
 	ID           uuid.UUID
 	Email        string

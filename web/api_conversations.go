@@ -169,6 +169,8 @@ type toolJSON struct {
 	Effect      string          `json:"effect"`
 	InputSchema json.RawMessage `json:"input_schema"`
 	Contract    contractJSON    `json:"contract"`
+	// CheatsheetURL is where its cheatsheet is, when it has one.
+	CheatsheetURL string `json:"cheatsheet_url,omitempty"`
 }
 
 type contractJSON struct {
@@ -200,6 +202,9 @@ type contractJSON struct {
 func toToolJSON(t *tools.Tool) toolJSON {
 	c := t.Contract
 	out := toolJSON{Name: t.Name, Description: t.Description, Effect: string(t.Effect), InputSchema: t.Schema}
+	if t.Cheatsheet != "" {
+		out.CheatsheetURL = "/api/v1/tools/" + t.Name + "/cheatsheet"
+	}
 	k := &out.Contract
 	k.Authority, k.Risk, k.ActionClass, k.ActionClasses = string(c.Authority), string(c.Risk), c.ActionClass, c.ActionClasses
 	k.HumanGating.Required, k.HumanGating.Threshold, k.HumanGating.ApproverRole = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole

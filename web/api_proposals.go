@@ -129,6 +129,13 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		return err
 	}
 	ctx, pr := c.Request().Context(), principal(c)
+	if tool, ok := s.props.Tool(in.Tool); ok && tool.Upstream != "" {
+		// A held upstream tool is refused with its reason (the decision
+		// would only say it cannot be classified).
+		if err := s.upstreams.Callable(ctx, tool); err != nil {
+			return err
+		}
+	}
 	key := in.IdempotencyKey
 	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key, Confirm: in.Confirm}
 	begun, err := s.beginIdempotent(c, scope, call)

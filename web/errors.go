@@ -138,7 +138,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case p.Status >= 500, p.dataBug:
 		s.log.Error("request failed", "err", err, "request_id", p.RequestID, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
-	if p.Status == http.StatusUnauthorized && (isAPI(c) || hasBearer(c)) {
+	if p.Status == http.StatusUnauthorized && (isAPI(c) || hasBearer(c) || isMCP(c)) {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="gatehouse"`)
 	}
 	if secs, ok := p.Extra["retry_after"].(int); ok {
@@ -149,7 +149,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	switch {
 	case c.Request().Method == http.MethodHead:
 		werr = c.NoContent(p.Status)
-	case isAPI(c) || wantsJSON(c) || hasBearer(c):
+	case isAPI(c) || isMCP(c) || wantsJSON(c) || hasBearer(c):
 		c.Response().Header().Set(echo.HeaderContentType, "application/problem+json")
 		c.Response().WriteHeader(p.Status)
 		werr = jsonEncode(c.Response(), p.body())

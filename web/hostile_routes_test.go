@@ -90,6 +90,9 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1/receipts/" + receipt + "/violation", `{"category": "other", "reason": %s}`, false, user},
 		{"POST", "/api/v1/violations/" + violation + "/clear", `{"note": %s}`, false, user},
 		{"PUT", "/api/v1/action-classes/tool.call.local/threshold", `{"min_samples": 10, "ci_low": %s}`, false, user},
+		// (Their "tool" key is there for the duplicate-key case.)
+		{"POST", "/mcp", `{"tool": "x", "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": %s, "version": "1"}}}`, false, agent},
+		{"DELETE", "/mcp", `{"tool": "x", "session": %s}`, false, agent},
 		// Browser forms, with the session's CSRF token.
 		{"POST", "/conversations", "title=%s", true, ""},
 		{"POST", "/conversations/" + conv["id"].(string) + "/mode", "permission_mode=%s", true, ""},
@@ -110,6 +113,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/trust/thresholds", "action_class=%s&ci_low=0.9&min_samples=10", true, ""},
 		{"POST", "/trust/violations/" + violation + "/clear", "note=%s", true, ""},
 		{"POST", "/signin", "email=%s&password=x", true, ""},
+		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
+		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
 	}
 	// Every state-changing route is in the table (sign-out, which takes
 	// no input, aside).
@@ -117,6 +122,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	for _, r := range routes {
 		covered[r.method+" "+routePattern(r.path)] = true
 	}
+	covered["POST /admin/upstreams/:upstream/refresh"] = covered["POST /admin/upstreams/files/refresh"]
+	covered["POST /admin/upstreams/:upstream/tools/:tool/accept"] = covered["POST /admin/upstreams/files/tools/greet/accept"]
 	for _, r := range e.srv.Routes() {
 		if (r.Method == "POST" || r.Method == "PATCH" || r.Method == "PUT" || r.Method == "DELETE") && !covered[r.Method+" "+r.Path] {
 			t.Errorf("the hostile-input table lacks %s %s", r.Method, r.Path)

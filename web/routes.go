@@ -2,6 +2,7 @@ package web
 
 import (
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 
@@ -47,6 +48,7 @@ func (s *Server) routes() *echo.Echo {
 	api := e.Group("/api/v1", s.requireToken, s.validateAPIRequest)
 	api.GET("/me", s.apiMe)
 	api.GET("/tools", s.apiListTools)
+	api.GET("/tools/:name/cheatsheet", s.apiToolCheatsheet)
 	api.POST("/conversations", s.apiCreateConversation)
 	api.GET("/conversations", s.apiListConversations)
 	api.GET("/conversations/:id", s.apiGetConversation)
@@ -82,6 +84,12 @@ func (s *Server) routes() *echo.Echo {
 	api.GET("/receipts/public-key", s.apiReceiptPublicKey)
 	api.GET("/receipts/:id", s.apiGetReceipt)
 	api.POST("/receipts/:id/redact", s.apiRedactReceipt)
+
+	// MCP (Streamable HTTP): agents connect with their token; every
+	// tools/call is proposed in the session's conversation or notebook.
+	if s.gateway != nil {
+		e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.mcpEndpoint, noStore, s.requireToken)
+	}
 
 	// Browser pages: cookie sessions and CSRF on every one.
 	csrf := middleware.CSRFWithConfig(s.csrfConfig())
@@ -128,6 +136,9 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/settings/preview", s.settingsPreview, approver...)
 	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)
 	e.POST("/admin/approver-roles/revoke", s.revokeApproverRole, approver...)
+	e.GET("/admin/upstreams", s.upstreamsPage, approver...)
+	e.POST("/admin/upstreams/:upstream/refresh", s.refreshUpstream, approver...)
+	e.POST("/admin/upstreams/:upstream/tools/:tool/accept", s.acceptUpstreamTool, approver...)
 	// The approvals queue: approvers, admins and holders of a named
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.

@@ -22,6 +22,7 @@ import (
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/receipts"
@@ -64,9 +65,13 @@ type Server struct {
 	props    *proposals.Service
 	trust    *trust.Service
 	receipts *receipts.Service
-	sessions *scs.SessionManager
-	stop     context.CancelFunc
-	stopped  chan struct{}
+	registry *tools.Registry
+	gateway  *mcp.Gateway
+	// upstreams may be nil: no upstream is configured.
+	upstreams *mcp.Upstreams
+	sessions  *scs.SessionManager
+	stop      context.CancelFunc
+	stopped   chan struct{}
 	// chained closes when the receipt sequencer has stopped.
 	chained chan struct{}
 	metrics *prometheus.Registry
@@ -86,6 +91,10 @@ type Services struct {
 	Settings      *settings.Service
 	Trust         *trust.Service
 	Receipts      *receipts.Service
+	// Registry is the tool registry the proposals service decides with.
+	Registry *tools.Registry
+	// Upstreams are the MCP servers behind the gate (nil: none).
+	Upstreams *mcp.Upstreams
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -99,6 +108,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Settings:      settings.NewService(pool),
 		Trust:         trust.NewService(pool, registry.Classes()),
 		Receipts:      receipts.NewService(pool),
+		Registry:      registry,
 	}
 }
 
@@ -132,6 +142,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 
 	s := &Server{
 		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, props: svc.Proposals, trust: svc.Trust,
+		registry: svc.Registry, upstreams: svc.Upstreams,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}),
 		receipts: svc.Receipts,
 	}
@@ -139,6 +150,9 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 		s.receipts = s.receipts.WithSigner(receipts.NewSigner(cfg.ReceiptKey))
 	}
 	s.events = newHub()
+	if s.props != nil && s.registry != nil {
+		s.gateway = s.newGateway(svc.Upstreams)
+	}
 	s.echo = s.routes()
 	s.bg, s.stop = context.WithCancel(context.Background())
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)

@@ -17,6 +17,16 @@ import (
 // toolsPage handles "GET /tools".
 func (s *Server) toolsPage(c echo.Context) error {
 	list := s.props.Tools()
+	ups, err := s.upstreams.Status(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	status := map[string]string{}
+	for _, u := range ups {
+		for _, t := range u.Tools {
+			status[t.Declared] = t.Status
+		}
+	}
 	items := make([]views.ToolItem, len(list))
 	for i, t := range list {
 		var schema bytes.Buffer
@@ -24,9 +34,9 @@ func (s *Server) toolsPage(c echo.Context) error {
 			return err
 		}
 		items[i] = views.ToolItem{Name: t.Name, Description: t.Description, Effect: string(t.Effect), Schema: schema.String(),
-			Params: t.Params(), Contract: contractLines(t)}
+			Params: t.Params(), Contract: contractLines(t), Upstream: t.Upstream, UpstreamStatus: status[t.Name], Cheatsheet: t.Cheatsheet}
 	}
-	return render(c, http.StatusOK, views.ToolsPage(s.shell(c, "Tools", "tools"), items))
+	return render(c, http.StatusOK, views.ToolsPage(s.shell(c, "Tools", "tools"), items, upstreamItems(ups)))
 }
 
 // contractLines says what a tool's contract means, line by line.

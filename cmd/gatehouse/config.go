@@ -45,6 +45,11 @@ type Config struct {
 	// ReceiptKeyFile holds the Ed25519 key that signs receipt checkpoints,
 	// outside the database (default <data-dir>/receipt-signing.key).
 	ReceiptKeyFile string
+	// PolicyFile is gatehouse.yaml: the MCP upstreams behind the gate ("":
+	// none).
+	PolicyFile string
+	// Getenv reads the environment (the policy file's ${NAME} headers).
+	Getenv func(string) string
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -69,6 +74,8 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		DBMaxConns:       defaultDBMaxConns(),
 		IdempotencyLease: 60 * time.Second,
 		PprofAddr:        getenv("GATEHOUSE_PPROF_ADDR"),
+		PolicyFile:       getenv("GATEHOUSE_POLICY_FILE"),
+		Getenv:           getenv,
 	}
 	if cfg.PprofAddr != "" && !isLoopbackAddr(cfg.PprofAddr) {
 		return cfg, usageError("GATEHOUSE_PPROF_ADDR must be a loopback IP address and port, such as 127.0.0.1:6060 or [::1]:6060: profiles expose the process's internals")

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -74,5 +76,19 @@ func TestLoadConfig_PprofAddrIsLoopbackOnly(t *testing.T) {
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "GATEHOUSE_PPROF_ADDR") {
 			t.Errorf("%q: %v, want a usage error naming GATEHOUSE_PPROF_ADDR", v, err)
 		}
+	}
+}
+
+// A bad policy file stops serve before anything starts, naming the line.
+func TestServe_ABadPolicyFileStopsItNamingTheLine(t *testing.T) {
+	t.Parallel()
+	path := t.TempDir() + "/gatehouse.yaml"
+	if err := os.WriteFile(path, []byte("upstreams:\n  - name: files\n    url: http://127.0.0.1:9/mcp\n    timeout: soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GATEHOUSE_POLICY_FILE": path, "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("serve with a bad policy file: %v", err)
 	}
 }

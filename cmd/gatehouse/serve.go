@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/web"
@@ -41,6 +42,13 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A bad policy file stops the server too, naming the line.
+	var policyFile *tools.PolicyFile
+	if cfg.PolicyFile != "" {
+		if policyFile, err = tools.LoadPolicyFile(cfg.PolicyFile, registry.Classes(), cfg.Getenv); err != nil {
+			return err
+		}
+	}
 	database, err := openDatabase(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -63,6 +71,19 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The upstreams' tools join the registry as they are listed; one that
+	// cannot be reached now is shown unavailable and listed again on an
+	// admin's refresh.
+	upstreams, err := mcp.NewUpstreams(pool, registry, policyFile, wsID, log, "")
+	if err != nil {
+		return err
+	}
+	defer upstreams.Close()
+	if policyFile != nil {
+		upstreams.Refresh(ctx)
+		log.Info("upstream MCP servers", "policy_file", cfg.PolicyFile, "upstreams", len(policyFile.Upstreams), "tools", len(registry.List()))
+	}
+	svc.Upstreams = upstreams
 
 	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey}, log, pool, svc)
 	if err != nil {

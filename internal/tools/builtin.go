@@ -32,13 +32,15 @@ func WithMailer(m Mailer) Option { return func(o *options) { o.mailer = m } }
 // workspace's records store in PostgreSQL, and those that reach beyond it
 // (mail and webhooks through the workspace outbox, payments the principal
 // performs; see external.go). Its classes are the canonical ones plus
-// webhook.post, in the external group.
+// webhook.post and tool.call.external (an upstream tool that reaches the
+// outside world), in the external group. The tools of MCP upstreams join
+// it when they are listed (Registry.ReplaceUpstream).
 func Builtin(opts ...Option) (*Registry, error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal})
+	classes, err := policy.NewClassRegistry(map[string]policy.ClassGroup{ClassWebhookPost: policy.GroupExternal, ClassToolCallExternal: policy.GroupExternal})
 	if err != nil {
 		return nil, fmt.Errorf("tools: classes: %w", err)
 	}
@@ -48,8 +50,8 @@ func Builtin(opts ...Option) (*Registry, error) {
 		// with no transaction open, then recorded.
 		email.Execute, email.Deliver, email.Timeout = nil, sendEmail(o.mailer), smtpTimeout+time.Second
 	}
-	return NewRegistry(classes,
-		Tool{
+	decls := []Tool{
+		{
 			Name: "records.search", Effect: policy.EffectRead,
 			Description: "Find records whose key or value contains the query, optionally in one collection.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["query"],
@@ -57,7 +59,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
 			Execute:  searchRecords,
 		},
-		Tool{
+		{
 			Name: "records.get", Effect: policy.EffectRead,
 			Description: "Read one record by collection and key.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
@@ -65,7 +67,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
 			Execute:  getRecord,
 		},
-		Tool{
+		{
 			Name: "records.put", Effect: policy.EffectMutate,
 			Description: "Create or replace a record's value (upsert by collection and key).",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "value"],
@@ -74,7 +76,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 				Idempotency: Idempotency{KeyFields: []string{"collection", "key"}}},
 			Execute: putRecord,
 		},
-		Tool{
+		{
 			Name: "notes.append", Effect: policy.EffectMutate,
 			Description: "Append a note to an existing record.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "text"],
@@ -83,7 +85,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 				Idempotency: Idempotency{Required: true}},
 			Execute: appendNote,
 		},
-		Tool{
+		{
 			Name: "records.delete", Effect: policy.EffectDestructive,
 			Description: "Delete a record. It cannot be undone.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
@@ -95,7 +97,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Execute: deleteRecord,
 		},
 		email,
-		Tool{
+		{
 			Name: "webhook.post", Effect: policy.EffectMutate,
 			Description: "POST a JSON payload to a webhook URL on the workspace's allowlist. Any answer but 2xx fails the call.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["url", "payload"],
@@ -109,7 +111,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 				Summarize:            func(a map[string]any) string { return "POST a webhook to " + stringArg(a, "url") }},
 			Deliver: postWebhook(newWebhookClient()), Timeout: webhookTimeout + time.Second,
 		},
-		Tool{
+		{
 			Name: "records.bulk_delete", Effect: policy.EffectDestructive,
 			Description: "Delete several records of one collection at once. It cannot be undone; more than ten keys need an approver.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "keys"],
@@ -124,7 +126,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 				}},
 			Execute: bulkDeleteRecords,
 		},
-		Tool{
+		{
 			Name: "payment.initiate", Effect: policy.EffectDestructive,
 			Description: "Pay a payee. Only the principal can perform a payment; an agent's call waits for them, and running it records that they did.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["amount", "currency", "payee"],
@@ -141,7 +143,11 @@ func Builtin(opts ...Option) (*Registry, error) {
 				}},
 			Execute: recordPayment,
 		},
-	)
+	}
+	for i := range decls {
+		decls[i].Cheatsheet = builtinCheatsheets[decls[i].Name]
+	}
+	return NewRegistry(classes, decls...)
 }
 
 // emailTool is email.send's declaration; without a mail server it holds

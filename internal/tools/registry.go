@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,6 +61,13 @@ type Tool struct {
 	Deliver Deliverer
 	// Timeout bounds Deliver; DefaultDeliverTimeout when zero.
 	Timeout time.Duration
+	// Upstream names the MCP upstream server the tool is forwarded to
+	// ("" for a built-in); Title is a short human name for it.
+	Upstream string
+	Title    string
+	// Cheatsheet is markdown an agent reads before it writes with the tool
+	// (served at gatehouse://tools/<name>/cheatsheet); "" when it has none.
+	Cheatsheet string
 
 	compiled *jsonschema.Schema
 }
@@ -101,19 +110,28 @@ func WorkspaceOf(row db.Workspace) Workspace {
 }
 
 // Registry holds the declarations by name, and the action classes they
-// are classified into.
+// are classified into. The built-in declarations are fixed at start; the
+// tools of an MCP upstream are declared when Gatehouse lists them (at start
+// and on an admin's refresh), each time as a whole new set for that
+// upstream, so a caller always reads one consistent snapshot.
 type Registry struct {
-	byName  map[string]*Tool
-	names   []string
 	classes *policy.ClassRegistry
-	hash    string
+	mu      sync.Mutex // serialises replacements
+	cur     atomic.Pointer[registryState]
+}
+
+// registryState is one snapshot of the declarations.
+type registryState struct {
+	byName map[string]*Tool
+	names  []string
+	hash   string
 }
 
 // Hash identifies the declarations in force: the SHA-256 (hex) of the
 // canonical JSON (RFC 8785) of every tool's name, description, effect,
 // schema and contract. Receipts name it, so an auditor can tell which
 // declarations a call was decided under.
-func (r *Registry) Hash() string { return r.hash }
+func (r *Registry) Hash() string { return r.cur.Load().hash }
 
 // declarationsHash computes Hash.
 func declarationsHash(tools []*Tool) (string, error) {
@@ -136,13 +154,16 @@ func declarationsHash(tools []*Tool) (string, error) {
 		Retention           time.Duration
 		Constraints         []policy.Constraint
 		Outside             bool
+		Upstream            string `json:",omitempty"`
+		Cheatsheet          string `json:",omitempty"`
 	}
 	out := make([]decl, len(tools))
 	for i, t := range tools {
 		c := t.Contract
 		d := decl{Name: t.Name, Description: t.Description, Effect: t.Effect, Schema: t.Schema, Authority: c.Authority, Risk: c.Risk,
 			ActionClass: c.ActionClass, ActionClasses: c.ActionClasses, IdempotencyRequired: c.Idempotency.Required,
-			IdempotencyWindow: c.Idempotency.Window, RateLimits: c.RateLimits, Retention: c.Retention, Constraints: c.Constraints, Outside: t.Outside()}
+			IdempotencyWindow: c.Idempotency.Window, RateLimits: c.RateLimits, Retention: c.Retention, Constraints: c.Constraints, Outside: t.Outside(),
+			Upstream: t.Upstream, Cheatsheet: t.Cheatsheet}
 		d.Gating.Required, d.Gating.Threshold, d.Gating.ApproverRole, d.Gating.Window = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole, c.Gating.Window
 		out[i] = d
 	}
@@ -162,50 +183,108 @@ func declarationsHash(tools []*Tool) (string, error) {
 // classes) and compiles its schema; a bad declaration is an error naming
 // the tool, which stops the server.
 func NewRegistry(classes *policy.ClassRegistry, decls ...Tool) (*Registry, error) {
-	r := &Registry{byName: map[string]*Tool{}, classes: classes}
-	for _, d := range decls {
-		if _, dup := r.byName[d.Name]; dup {
-			return nil, fmt.Errorf("tools: %s is declared twice", d.Name)
-		}
-		switch d.Effect {
-		case policy.EffectRead, policy.EffectMutate, policy.EffectDestructive:
-		default:
-			return nil, fmt.Errorf("tools: %s has unknown effect %q", d.Name, d.Effect)
-		}
-		if (d.Execute == nil) == (d.Deliver == nil) {
-			return nil, fmt.Errorf("tools: %s needs exactly one of an executor (an effect in the database) and a deliverer (an effect outside it)", d.Name)
-		}
-		if err := d.settle(classes); err != nil {
-			return nil, err
-		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(d.Schema))
-		if err != nil {
-			return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
-		}
-		c := jsonschema.NewCompiler()
-		url := "gatehouse:tool/" + d.Name
-		if err := c.AddResource(url, doc); err != nil {
-			return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
-		}
-		if d.compiled, err = c.Compile(url); err != nil {
-			return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
-		}
-		t := d
-		r.byName[d.Name] = &t
-		r.names = append(r.names, d.Name)
-	}
-	sort.Strings(r.names)
-	hash, err := declarationsHash(r.List())
+	r := &Registry{classes: classes}
+	st, err := r.build(nil, decls)
 	if err != nil {
 		return nil, err
 	}
-	r.hash = hash
+	r.cur.Store(st)
 	return r, nil
+}
+
+// build is a new snapshot: keep's tools (already checked) and decls,
+// each checked and compiled.
+func (r *Registry) build(keep []*Tool, decls []Tool) (*registryState, error) {
+	st := &registryState{byName: map[string]*Tool{}}
+	for _, t := range keep {
+		st.byName[t.Name] = t
+		st.names = append(st.names, t.Name)
+	}
+	for _, d := range decls {
+		if _, dup := st.byName[d.Name]; dup {
+			return nil, fmt.Errorf("tools: %s is declared twice", d.Name)
+		}
+		t, err := r.prepare(d)
+		if err != nil {
+			return nil, err
+		}
+		st.byName[d.Name] = t
+		st.names = append(st.names, d.Name)
+	}
+	sort.Strings(st.names)
+	list := make([]*Tool, len(st.names))
+	for i, n := range st.names {
+		list[i] = st.byName[n]
+	}
+	hash, err := declarationsHash(list)
+	if err != nil {
+		return nil, err
+	}
+	st.hash = hash
+	return st, nil
+}
+
+// prepare checks one declaration and compiles its schema.
+func (r *Registry) prepare(d Tool) (*Tool, error) {
+	switch d.Effect {
+	case policy.EffectRead, policy.EffectMutate, policy.EffectDestructive:
+	default:
+		return nil, fmt.Errorf("tools: %s has unknown effect %q", d.Name, d.Effect)
+	}
+	if (d.Execute == nil) == (d.Deliver == nil) {
+		return nil, fmt.Errorf("tools: %s needs exactly one of an executor (an effect in the database) and a deliverer (an effect outside it)", d.Name)
+	}
+	if err := d.settle(r.classes); err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(d.Schema))
+	if err != nil {
+		return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
+	}
+	c := jsonschema.NewCompiler()
+	url := "gatehouse:tool/" + d.Name
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
+	}
+	if d.compiled, err = c.Compile(url); err != nil {
+		return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
+	}
+	return &d, nil
+}
+
+// ReplaceUpstream declares the tools of one MCP upstream in place of those
+// it had: every other declaration stays as it is. Each declaration must
+// name the upstream (Tool.Upstream); a bad one leaves the registry as it
+// was and is returned, naming the tool.
+func (r *Registry) ReplaceUpstream(upstream string, decls []Tool) error {
+	if upstream == "" {
+		return errors.New("tools: an upstream needs a name")
+	}
+	for _, d := range decls {
+		if d.Upstream != upstream {
+			return fmt.Errorf("tools: %s is not a tool of upstream %s", d.Name, upstream)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := r.cur.Load()
+	var keep []*Tool
+	for _, n := range old.names {
+		if t := old.byName[n]; t.Upstream != upstream {
+			keep = append(keep, t)
+		}
+	}
+	st, err := r.build(keep, decls)
+	if err != nil {
+		return err
+	}
+	r.cur.Store(st)
+	return nil
 }
 
 // Get returns the tool of that name.
 func (r *Registry) Get(name string) (*Tool, bool) {
-	t, ok := r.byName[name]
+	t, ok := r.cur.Load().byName[name]
 	return t, ok
 }
 
@@ -214,9 +293,10 @@ func (r *Registry) Classes() *policy.ClassRegistry { return r.classes }
 
 // List returns every tool, by name.
 func (r *Registry) List() []*Tool {
-	out := make([]*Tool, len(r.names))
-	for i, n := range r.names {
-		out[i] = r.byName[n]
+	st := r.cur.Load()
+	out := make([]*Tool, len(st.names))
+	for i, n := range st.names {
+		out[i] = st.byName[n]
 	}
 	return out
 }
@@ -272,4 +352,11 @@ func (t *Tool) ValidateArguments(args json.RawMessage) error {
 		names = append(names, f.Field)
 	}
 	return apperr.Invalid(fmt.Sprintf("The arguments do not fit %s: %s.", t.Name, strings.Join(names, ", ")), fields...)
+}
+
+// Check reports whether d would be accepted into the registry (its
+// contract and its schema), without declaring it.
+func (r *Registry) Check(d Tool) error {
+	_, err := r.prepare(d)
+	return err
 }

@@ -1,0 +1,290 @@
+// Package mcp is Gatehouse over the Model Context Protocol: the /mcp
+// endpoint agents connect to (Streamable HTTP), whose tools/call goes
+// through the one propose → apply service, and the clients of the upstream
+// MCP servers that sit behind the gate. It uses the official Go SDK.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+// Options are what the gateway needs from the web layer.
+type Options struct {
+	// ProposalURL is the path where the owner confirms a pending proposal
+	// (its card or cell); ApprovalURL where an approver resolves a packet.
+	// The gateway makes both absolute with the connection's origin.
+	ProposalURL func(proposals.Proposal) string
+	ApprovalURL func(approvalID uuid.UUID) string
+	// StoreCall is the response an idempotency key keeps for a recorded
+	// call (the proposal, or the refusal that recorded it): the REST API's,
+	// so the same key answers alike on both.
+	StoreCall func(proposals.Proposal, error) (proposals.StoredResponse, error)
+	// Version is the server's version in the initialize answer.
+	Version string
+	// SessionTimeout closes an MCP session left idle this long (30 min
+	// when zero).
+	SessionTimeout time.Duration
+}
+
+// Gateway is the /mcp endpoint: an http.Handler that serves Streamable
+// HTTP sessions. Each session is bound to one conversation or notebook of
+// the token's owner, and every tools/call in it is proposed there.
+type Gateway struct {
+	props     *proposals.Service
+	registry  *tools.Registry
+	convs     *conversations.Service
+	upstreams *Upstreams
+	log       *slog.Logger
+	opts      Options
+	handler   http.Handler
+	// base answers the SDK's per-request questions (supported protocol
+	// versions) for requests of an existing session.
+	base *sdk.Server
+}
+
+// NewGateway builds the endpoint. upstreams may be nil (no upstream
+// servers are configured).
+func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conversations.Service, upstreams *Upstreams, log *slog.Logger, opts Options) *Gateway {
+	if opts.SessionTimeout == 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts}
+	g.base = sdk.NewServer(g.implementation(), &sdk.ServerOptions{HasTools: true, HasResources: true})
+	streamable := sdk.NewStreamableHTTPHandler(g.serverFor, &sdk.StreamableHTTPOptions{
+		Logger:         log,
+		SessionTimeout: opts.SessionTimeout,
+		// The SDK refuses a request to a loopback listener whose Host is
+		// not loopback (DNS rebinding), which would refuse every request
+		// through a reverse proxy in front of 127.0.0.1:8080. Every request
+		// here carries a bearer token, which a rebound page cannot send, so
+		// the protection adds nothing.
+		DisableLocalhostProtection: true,
+	})
+	// The web layer has authenticated the request (401 otherwise) and put
+	// the principal in its context; the SDK's bearer middleware passes it
+	// on to each request, and ties a session to the token that opened it,
+	// so no other token can use the session's id.
+	g.handler = sdkauth.RequireBearerToken(verifyConnected, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	return g
+}
+
+func (g *Gateway) implementation() *sdk.Implementation {
+	return &sdk.Implementation{Name: "gatehouse", Title: "Gatehouse", Version: g.opts.Version}
+}
+
+// ServeHTTP serves /mcp. The request's context must carry a Connection
+// (WithConnection): the web layer authenticates the token first.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+
+// Connection is what the web layer learned of a request before the SDK
+// sees it: who sent it (authenticated by its bearer token), the scope it
+// asks its session to be bound to (nil: a new conversation, created on
+// initialize), and the origin to make links absolute with.
+type Connection struct {
+	Principal auth.Principal
+	Scope     *proposals.Scope
+	Origin    string
+
+	server *sdk.Server // built once per request (the SDK asks twice)
+}
+
+type connectionKey struct{}
+
+// WithConnection puts c in ctx for ServeHTTP.
+func WithConnection(ctx context.Context, c Connection) context.Context {
+	return context.WithValue(ctx, connectionKey{}, &c)
+}
+
+func connectionOf(ctx context.Context) *Connection {
+	c, _ := ctx.Value(connectionKey{}).(*Connection)
+	return c
+}
+
+// verifyConnected is the SDK's token verifier: the token was checked by
+// the web layer, which put its principal in the context. The session is
+// tied to the token's id.
+func verifyConnected(ctx context.Context, _ string, _ *http.Request) (*sdkauth.TokenInfo, error) {
+	c := connectionOf(ctx)
+	if c == nil || c.Principal.TokenID == uuid.Nil {
+		return nil, sdkauth.ErrInvalidToken
+	}
+	return &sdkauth.TokenInfo{UserID: c.Principal.TokenID.String(), Extra: map[string]any{principalExtra: c.Principal}}, nil
+}
+
+const principalExtra = "gatehouse_principal"
+
+// principalOf is the principal of the request being handled: the token
+// authenticated for this very HTTP request, so a revoked token or a changed
+// role counts at once.
+func principalOf(extra *sdk.RequestExtra) (auth.Principal, bool) {
+	if extra == nil || extra.TokenInfo == nil {
+		return auth.Principal{}, false
+	}
+	p, ok := extra.TokenInfo.Extra[principalExtra].(auth.Principal)
+	return p, ok
+}
+
+// serverFor is the SDK's getServer: a new session gets a server of its
+// own, bound to its scope; a request of an existing session is answered by
+// that session's server, and this one only answers which protocol
+// versions are supported.
+func (g *Gateway) serverFor(r *http.Request) *sdk.Server {
+	c := connectionOf(r.Context())
+	if c == nil {
+		return nil
+	}
+	if r.Header.Get("Mcp-Session-Id") != "" {
+		return g.base
+	}
+	if c.server == nil {
+		c.server = g.newSessionServer(c)
+	}
+	return c.server
+}
+
+// session is one MCP session's state: the scope its calls are proposed in.
+type session struct {
+	g      *Gateway
+	origin string
+	mu     sync.Mutex
+	chosen *proposals.Scope // asked for on connect, checked then
+	scope  *proposals.Scope // bound
+	client string
+}
+
+// newSessionServer is the server of one session: every tool of the
+// registry, check_proposal, and the cheatsheets as resources.
+func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
+	sess := &session{g: g, origin: c.Origin, chosen: c.Scope}
+	srv := sdk.NewServer(g.implementation(), &sdk.ServerOptions{
+		Instructions: instructions,
+		Logger:       g.log,
+		HasTools:     true,
+		HasResources: true,
+	})
+	srv.AddReceivingMiddleware(sess.bindOnInitialize)
+	for _, t := range g.registry.List() {
+		srv.AddTool(g.mcpTool(t), sess.callTool(t.Name))
+	}
+	srv.AddTool(checkProposalTool(), sess.checkProposal)
+	g.addCheatsheets(srv)
+	return srv
+}
+
+const instructions = "Gatehouse stands between you and these tools. Every call is proposed: reads run at once, " +
+	"changes run where the owner allows it, and others wait for the owner's confirmation or an approver. " +
+	"Give every call a rationale (10 to 500 characters) saying why you make it. A call that waits returns at once " +
+	"with a proposal id: call check_proposal with it later for the outcome. A refused call says why; adapt instead of retrying it as is."
+
+// bindOnInitialize binds the session to its scope as it initializes: the
+// scope the client asked for, or a new conversation named after the client
+// ("MCP: claude-code"). The answer's instructions then say which.
+func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method != "initialize" {
+			return next(ctx, method, req)
+		}
+		if params, ok := req.GetParams().(*sdk.InitializeParams); ok && params != nil && params.ClientInfo != nil {
+			s.mu.Lock()
+			s.client = params.ClientInfo.Name
+			s.mu.Unlock()
+		}
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		p, ok := principalOf(req.GetExtra())
+		if !ok {
+			return nil, errors.New("gatehouse: the request carries no principal")
+		}
+		scope, err := s.bind(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if ir, ok := res.(*sdk.InitializeResult); ok {
+			ir.Instructions = instructions + " " + s.scopeSentence(scope)
+		}
+		return res, nil
+	}
+}
+
+// scopeSentence says where the session's calls are proposed.
+func (s *session) scopeSentence(scope proposals.Scope) string {
+	kind := "conversation"
+	setting := "its permission mode"
+	path := "/conversations/" + scope.ID.String()
+	if scope.Kind == proposals.ScopeNotebook {
+		kind, setting, path = "notebook", "its trust level", "/notebooks/"+scope.ID.String()
+	}
+	return fmt.Sprintf("This session's calls are proposed in %s %s (%s); its owner sets %s there.", kind, scope.ID, s.origin+path, setting)
+}
+
+// bind returns the session's scope, binding it on first use: the one
+// chosen on connect (checked to be the owner's then), or a new
+// conversation.
+func (s *session) bind(ctx context.Context, p auth.Principal) (proposals.Scope, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scope != nil {
+		return *s.scope, nil
+	}
+	if s.chosen != nil {
+		s.scope = s.chosen
+		return *s.scope, nil
+	}
+	conv, err := s.g.convs.Create(ctx, p, conversationTitle(s.client))
+	if err != nil {
+		return proposals.Scope{}, fmt.Errorf("mcp: create the session's conversation: %w", err)
+	}
+	scope := proposals.InConversation(conv.ID)
+	s.scope = &scope
+	return scope, nil
+}
+
+// conversationTitle names a session's conversation after its client:
+// printable characters only, at most 100 of them.
+func conversationTitle(client string) string {
+	name := strings.Map(func(r rune) rune {
+		if !unicode.IsPrint(r) {
+			return -1
+		}
+		return r
+	}, client)
+	name = strings.TrimSpace(name)
+	if name == "" {
+		name = "client"
+	}
+	if utf8.RuneCountInString(name) > 100 {
+		name = string([]rune(name)[:100])
+	}
+	return "MCP: " + name
+}
+
+// absolute makes a path absolute with the session's origin.
+func (s *session) absolute(path string) string {
+	if path == "" || strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") {
+		return path
+	}
+	return s.origin + path
+}

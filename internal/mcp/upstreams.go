@@ -1,0 +1,552 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/receipts"
+	"github.com/gatehouse/gatehouse/internal/tools"
+)
+
+// Upstreams are the MCP servers behind the gate, from the policy file:
+// their clients, their tools as last listed, and the pins (upstream_tools)
+// that hold a tool whose definition changed until an admin accepts it.
+// Pins are read from the database whenever a call is checked, so an
+// acceptance on one instance counts on all.
+type Upstreams struct {
+	pool     *pgxpool.Pool
+	q        *db.Queries
+	registry *tools.Registry
+	log      *slog.Logger
+	// ws is the workspace whose audit log records what Gatehouse itself
+	// does with upstreams (a tool seen, held, accepted by the file).
+	ws      uuid.UUID
+	version string
+	list    []*upstream
+	byName  map[string]*upstream
+
+	mu   sync.RWMutex
+	pins map[string]string // "<upstream>/<tool>" → accepted hash
+}
+
+// upstream is one server: its client session and its last listing.
+type upstream struct {
+	cfg tools.UpstreamConfig
+
+	connMu sync.Mutex
+	sess   *sdk.ClientSession
+
+	mu       sync.Mutex
+	listedAt time.Time
+	err      string
+	listed   map[string]listedTool // by the upstream's tool name
+}
+
+// listedTool is a tool as last listed, and why it is not declared if it
+// is not.
+type listedTool struct {
+	def     tools.UpstreamTool
+	hash    string
+	problem string
+}
+
+// NewUpstreams prepares the upstreams of the policy file; nothing is
+// contacted until Refresh. An upstream whose name is the prefix of a
+// built-in tool (records, email…) is refused: its tools would read as
+// built-ins.
+func NewUpstreams(pool *pgxpool.Pool, registry *tools.Registry, file *tools.PolicyFile, workspaceID uuid.UUID, log *slog.Logger, version string) (*Upstreams, error) {
+	if version == "" {
+		version = "dev"
+	}
+	u := &Upstreams{pool: pool, q: db.New(pool), registry: registry, log: log, ws: workspaceID, version: version,
+		byName: map[string]*upstream{}, pins: map[string]string{}}
+	if file == nil {
+		return u, nil
+	}
+	for _, t := range registry.List() {
+		prefix, _, _ := strings.Cut(t.Name, ".")
+		for _, cfg := range file.Upstreams {
+			if cfg.Name == prefix && t.Upstream == "" {
+				return nil, fmt.Errorf("policy file: line %d: upstream %q would share its name with the built-in tool %s", cfg.Line, cfg.Name, t.Name)
+			}
+		}
+	}
+	for _, cfg := range file.Upstreams {
+		up := &upstream{cfg: cfg, listed: map[string]listedTool{}}
+		u.list = append(u.list, up)
+		u.byName[cfg.Name] = up
+	}
+	return u, nil
+}
+
+// Close ends every upstream session (and stdio servers' processes).
+func (u *Upstreams) Close() {
+	if u == nil {
+		return
+	}
+	for _, up := range u.list {
+		up.connMu.Lock()
+		if up.sess != nil {
+			up.sess.Close()
+			up.sess = nil
+		}
+		up.connMu.Unlock()
+	}
+}
+
+// headerTransport sends an upstream's configured headers with every
+// request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.base.RoundTrip(r)
+}
+
+// session is the upstream's client session, connected on first use.
+func (u *Upstreams) session(ctx context.Context, up *upstream) (*sdk.ClientSession, error) {
+	up.connMu.Lock()
+	defer up.connMu.Unlock()
+	if up.sess != nil {
+		return up.sess, nil
+	}
+	var t sdk.Transport
+	if up.cfg.URL != "" {
+		t = &sdk.StreamableClientTransport{Endpoint: up.cfg.URL, MaxRetries: -1, DisableStandaloneSSE: true,
+			HTTPClient: &http.Client{Transport: headerTransport{headers: up.cfg.Headers, base: http.DefaultTransport}}}
+	} else {
+		t = &sdk.CommandTransport{Command: exec.Command(up.cfg.Command[0], up.cfg.Command[1:]...)}
+	}
+	cctx, cancel := context.WithTimeout(ctx, up.cfg.Timeout)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: u.version}, &sdk.ClientOptions{Logger: u.log})
+	s, err := client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	up.sess = s
+	return s, nil
+}
+
+// drop forgets a session that failed, so the next call reconnects.
+func (u *Upstreams) drop(up *upstream, s *sdk.ClientSession) {
+	up.connMu.Lock()
+	defer up.connMu.Unlock()
+	if up.sess == s {
+		up.sess = nil
+		go s.Close()
+	}
+}
+
+// Refresh lists every upstream's tools, pins what it finds (a changed
+// definition holds its tool) and declares the tools in the registry. An
+// unreachable upstream keeps the tools it had and says why it is
+// unavailable; it is no error.
+func (u *Upstreams) Refresh(ctx context.Context) {
+	if u == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, up := range u.list {
+		wg.Go(func() {
+			if err := u.refresh(ctx, up); err != nil {
+				u.log.Warn("upstream unavailable", "upstream", up.cfg.Name, "endpoint", up.cfg.Endpoint(), "err", err)
+				up.mu.Lock()
+				up.err = safeCause(err)
+				up.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// RefreshOne refreshes one upstream by name (an admin's refresh).
+func (u *Upstreams) RefreshOne(ctx context.Context, name string) error {
+	if u == nil {
+		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is configured.")
+	}
+	up, ok := u.byName[name]
+	if !ok {
+		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", name)
+	}
+	if err := u.refresh(ctx, up); err != nil {
+		up.mu.Lock()
+		up.err = safeCause(err)
+		up.mu.Unlock()
+		return apperr.Errorf(apperr.ECONFLICT, "The upstream %s could not be listed: %s.", name, safeCause(err))
+	}
+	return nil
+}
+
+func (u *Upstreams) refresh(ctx context.Context, up *upstream) error {
+	lctx, cancel := context.WithTimeout(ctx, up.cfg.Timeout)
+	defer cancel()
+	s, err := u.session(lctx, up)
+	if err != nil {
+		return err
+	}
+	var listed []*sdk.Tool
+	for t, err := range s.Tools(lctx, nil) {
+		if err != nil {
+			u.drop(up, s)
+			return err
+		}
+		listed = append(listed, t)
+	}
+	found := map[string]listedTool{}
+	var decls []tools.Tool
+	tx, err := u.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("mcp: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := u.q.WithTx(tx)
+	pins := map[string]string{}
+	for _, t := range listed {
+		lt := u.examine(up.cfg, t)
+		found[t.Name] = lt
+		if lt.problem != "" {
+			continue
+		}
+		def, err := lt.def.Definition()
+		if err != nil {
+			return err
+		}
+		row, err := u.pin(ctx, q, up.cfg, lt, def)
+		if err != nil {
+			return err
+		}
+		pins[key(up.cfg.Name, t.Name)] = row.AcceptedHash.String
+		decl, err := tools.DeclareUpstream(up.cfg, lt.def, u)
+		if err == nil {
+			err = u.registry.Check(decl)
+		}
+		if err != nil {
+			lt.problem = "it cannot be declared: " + err.Error()
+			found[t.Name] = lt
+			continue
+		}
+		decls = append(decls, decl)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("mcp: commit pins: %w", err)
+	}
+	u.mu.Lock()
+	for k, h := range pins {
+		u.pins[k] = h
+	}
+	u.mu.Unlock()
+	if err := u.registry.ReplaceUpstream(up.cfg.Name, decls); err != nil {
+		return err
+	}
+	up.mu.Lock()
+	up.listed, up.listedAt, up.err = found, time.Now(), ""
+	up.mu.Unlock()
+	return nil
+}
+
+// examine turns a listed tool into what is pinned and declared, or says
+// why it cannot be.
+func (u *Upstreams) examine(cfg tools.UpstreamConfig, t *sdk.Tool) listedTool {
+	def := tools.UpstreamTool{Upstream: cfg.Name, Name: t.Name, Title: t.Title, Description: t.Description}
+	if t.Annotations != nil {
+		a := t.Annotations
+		readOnly, idempotent := a.ReadOnlyHint, a.IdempotentHint
+		def.Annotations = tools.Annotations{Title: a.Title, ReadOnly: &readOnly, Destructive: a.DestructiveHint, Idempotent: &idempotent, OpenWorld: a.OpenWorldHint}
+	}
+	schema, err := json.Marshal(t.InputSchema)
+	if err != nil || len(schema) == 0 || string(schema) == "null" {
+		schema = []byte(`{"type":"object"}`)
+	}
+	def.InputSchema = schema
+	lt := listedTool{def: def}
+	if !validToolName(t.Name) {
+		lt.problem = "its name is not 1 to 100 of A–Z a–z 0–9 _ . -"
+		return lt
+	}
+	var s struct {
+		Type       any                        `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(schema, &s) != nil || s.Type != "object" {
+		lt.problem = "its input schema is not an object schema"
+		return lt
+	}
+	for name := range s.Properties {
+		if ReservedArgument(name) {
+			lt.problem = fmt.Sprintf("it has an argument named %q, which Gatehouse adds to every tool", name)
+			return lt
+		}
+	}
+	if lt.hash, err = def.DefinitionHash(); err != nil {
+		lt.problem = "its definition cannot be hashed"
+	}
+	return lt
+}
+
+func validToolName(name string) bool {
+	if name == "" || len(name) > 100 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func key(upstream, tool string) string { return upstream + "/" + tool }
+
+// pin records the definition seen: a new tool is held unless the file
+// accepts it; a changed one is held until an admin accepts it.
+func (u *Upstreams) pin(ctx context.Context, q *db.Queries, cfg tools.UpstreamConfig, lt listedTool, def json.RawMessage) (db.UpstreamTool, error) {
+	system := auth.System(u.ws)
+	accept := slices.Contains(cfg.Accept, lt.def.Name)
+	row, err := q.InsertUpstreamTool(ctx, db.InsertUpstreamToolParams{Upstream: cfg.Name, Name: lt.def.Name, DefinitionHash: lt.hash, Definition: def, Accept: accept})
+	if err == nil {
+		data := map[string]any{"upstream": cfg.Name, "tool": lt.def.Name, "hash": lt.hash, "status": row.Status}
+		if accept {
+			data["accepted_by"] = "policy file"
+		}
+		return row, u.audit(ctx, q, system, "upstream.tool_seen", lt.def.DeclaredName(), data)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return db.UpstreamTool{}, fmt.Errorf("mcp: pin %s: %w", lt.def.DeclaredName(), err)
+	}
+	cur, err := q.GetUpstreamToolForUpdate(ctx, db.GetUpstreamToolForUpdateParams{Upstream: cfg.Name, Name: lt.def.Name})
+	if err != nil {
+		return db.UpstreamTool{}, fmt.Errorf("mcp: read pin %s: %w", lt.def.DeclaredName(), err)
+	}
+	if cur.DefinitionHash == lt.hash {
+		return cur, nil
+	}
+	row, err = q.SeeUpstreamToolDefinition(ctx, db.SeeUpstreamToolDefinitionParams{Upstream: cfg.Name, Name: lt.def.Name, DefinitionHash: lt.hash, Definition: def})
+	if err != nil {
+		return db.UpstreamTool{}, fmt.Errorf("mcp: see %s: %w", lt.def.DeclaredName(), err)
+	}
+	action := "upstream.tool_changed"
+	if row.Status == "held" {
+		action = "upstream.tool_held"
+		u.log.Warn("an upstream tool changed its definition: held until an admin accepts it", "tool", lt.def.DeclaredName(),
+			"accepted_hash", row.AcceptedHash.String, "new_hash", lt.hash)
+	}
+	return row, u.audit(ctx, q, system, action, lt.def.DeclaredName(), map[string]any{"upstream": cfg.Name, "tool": lt.def.Name,
+		"old_hash": cur.DefinitionHash, "new_hash": lt.hash, "accepted_hash": row.AcceptedHash.String, "status": row.Status})
+}
+
+func (u *Upstreams) audit(ctx context.Context, q *db.Queries, p auth.Principal, action, tool string, data map[string]any) error {
+	if u.ws == uuid.Nil {
+		return nil
+	}
+	return audit.Record(ctx, q, p, u.ws, action, "tool", tool, data)
+}
+
+// Accepted reports, from what this instance last read, whether hash is
+// the accepted definition of the tool (tools.Forwarder).
+func (u *Upstreams) Accepted(upstream, tool, hash string) bool {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return hash != "" && u.pins[key(upstream, tool)] == hash
+}
+
+// declaredHash is the definition this instance declared the tool from.
+func (u *Upstreams) declaredHash(upstream, tool string) (string, bool) {
+	up, ok := u.byName[upstream]
+	if !ok {
+		return "", false
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	lt, ok := up.listed[tool]
+	return lt.hash, ok && lt.problem == ""
+}
+
+// checkPin reads the tool's pin now: the call may go on only if the
+// definition declared here is the one listed last and the one accepted.
+func (u *Upstreams) checkPin(ctx context.Context, upstream, tool, hash string) error {
+	declared := upstream + "." + tool
+	row, err := u.q.GetUpstreamTool(ctx, db.GetUpstreamToolParams{Upstream: upstream, Name: tool})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apperr.Errorf(apperr.EFORBIDDEN, "%s is held: Gatehouse has no record of its definition; an admin refreshes the upstream at /admin/upstreams.", declared)
+	}
+	if err != nil {
+		return fmt.Errorf("mcp: read pin %s: %w", declared, err)
+	}
+	u.mu.Lock()
+	u.pins[key(upstream, tool)] = row.AcceptedHash.String
+	u.mu.Unlock()
+	held := &apperr.Error{Code: apperr.EFORBIDDEN, Extra: map[string]any{"upstream_tool_status": "held"}}
+	switch {
+	case !row.AcceptedHash.Valid:
+		held.Message = fmt.Sprintf("%s is held: no admin has accepted its definition yet. An admin reviews and accepts it at /admin/upstreams; until then it cannot be called.", declared)
+	case row.DefinitionHash != hash || row.AcceptedHash.String != hash:
+		held.Message = fmt.Sprintf("%s is held: its definition (description, input schema or annotations) changed upstream since an admin accepted it. "+
+			"An admin reviews the difference and accepts it at /admin/upstreams; until then it cannot be called.", declared)
+	default:
+		return nil
+	}
+	return held
+}
+
+// Callable says whether an upstream tool may be called now, with a reason
+// the caller can act on when it may not (it is held).
+func (u *Upstreams) Callable(ctx context.Context, t *tools.Tool) error {
+	if u == nil || t.Upstream == "" {
+		return nil
+	}
+	name := strings.TrimPrefix(t.Name, t.Upstream+".")
+	hash, ok := u.declaredHash(t.Upstream, name)
+	if !ok {
+		return apperr.Errorf(apperr.EFORBIDDEN, "%s is not available: its upstream no longer lists it.", t.Name)
+	}
+	return u.checkPin(ctx, t.Upstream, name, hash)
+}
+
+// Forward calls an upstream tool (tools.Forwarder): the pin is read again,
+// then the call goes to the upstream with exactly args, under ctx's
+// deadline. An upstream that answers with an error, does not answer in
+// time or cannot be reached fails the call, saying which.
+func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, error) {
+	up, ok := u.byName[upstream]
+	if !ok {
+		return nil, apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", upstream)
+	}
+	if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
+		return nil, err
+	}
+	s, err := u.session(ctx, up)
+	if err != nil {
+		u.log.Warn("upstream unreachable", "upstream", upstream, "err", err)
+		return nil, unreachable(ctx, up, err)
+	}
+	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		var rpc *jsonrpc.Error
+		if ctx.Err() == nil && !errors.As(err, &rpc) {
+			u.drop(up, s) // the connection failed, not the call: reconnect next time
+		}
+		u.log.Warn("upstream call failed", "upstream", upstream, "tool", tool, "err", err)
+		return nil, unreachable(ctx, up, err)
+	}
+	if res.IsError {
+		var texts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*sdk.TextContent); ok {
+				texts = append(texts, tc.Text)
+			}
+		}
+		msg := strings.Join(texts, " ")
+		if len(msg) > 2000 {
+			msg = msg[:2000] + "…"
+		}
+		if msg == "" {
+			msg = "no message"
+		}
+		return nil, apperr.Errorf(apperr.EINVALID, "The upstream %s answered with an error: %s", upstream, msg)
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: encode %s.%s result: %w", upstream, tool, err)
+	}
+	return out, nil
+}
+
+// unreachable is the failure of a call that got no answer.
+func unreachable(ctx context.Context, up *upstream, err error) error {
+	var rpc *jsonrpc.Error
+	if errors.As(err, &rpc) {
+		return apperr.Errorf(apperr.EINVALID, "The upstream %s refused the call: %s.", up.cfg.Name, strings.TrimSuffix(rpc.Message, "."))
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return apperr.Errorf(apperr.EGONE, "The upstream %s did not answer within %s; the call may or may not have taken effect there.", up.cfg.Name, up.cfg.Timeout)
+	}
+	return apperr.Errorf(apperr.EGONE, "The upstream %s could not be reached: %s.", up.cfg.Name, safeCause(err))
+}
+
+// safeCause says why an upstream failed without its URL's secrets: the
+// last part of the error chain.
+func safeCause(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return msg
+}
+
+// Accept is an admin accepting the definition of an upstream tool they
+// reviewed, by its hash: audited and receipted, and callable at once.
+func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool, hash string) error {
+	if p.IsAgent() || !p.IsAdmin() {
+		return apperr.Errorf(apperr.EFORBIDDEN, "Only an admin accepts an upstream tool's definition.")
+	}
+	if u == nil {
+		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is configured.")
+	}
+	declared := upstream + "." + tool
+	tx, err := u.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("mcp: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := u.q.WithTx(tx)
+	cur, err := q.GetUpstreamToolForUpdate(ctx, db.GetUpstreamToolForUpdateParams{Upstream: upstream, Name: tool})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apperr.Errorf(apperr.ENOTFOUND, "No upstream tool is named %s.", declared)
+	}
+	if err != nil {
+		return fmt.Errorf("mcp: read pin %s: %w", declared, err)
+	}
+	if cur.DefinitionHash != hash {
+		return apperr.Errorf(apperr.ECONFLICT, "%s changed again since you reviewed it; review the new difference before you accept it.", declared)
+	}
+	if cur.Status == "accepted" {
+		return apperr.Errorf(apperr.ECONFLICT, "%s is accepted already.", declared)
+	}
+	row, err := q.AcceptUpstreamTool(ctx, db.AcceptUpstreamToolParams{Upstream: upstream, Name: tool, DefinitionHash: hash, AcceptedBy: uuid.NullUUID{UUID: p.UserID, Valid: true}})
+	if err != nil {
+		return fmt.Errorf("mcp: accept %s: %w", declared, err)
+	}
+	change := map[string]any{"setting": "upstream_tool", "upstream": upstream, "tool": tool, "old_hash": cur.AcceptedHash.String, "new_hash": row.AcceptedHash.String}
+	if err := audit.Record(ctx, q, p, p.WorkspaceID, "upstream.tool_accepted", "tool", declared, change); err != nil {
+		return err
+	}
+	if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID, change, time.Now()); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("mcp: commit accept: %w", err)
+	}
+	u.mu.Lock()
+	u.pins[key(upstream, tool)] = hash
+	u.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,410 @@
+package tools
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gatehouse/gatehouse/internal/policy"
+)
+
+// PolicyFile is gatehouse.yaml: the MCP upstream servers behind the gate,
+// with per-tool overrides of how their calls are classified and
+// cheatsheets. It is read once at start; a bad file stops the server with
+// an error that names the line.
+type PolicyFile struct {
+	Upstreams []UpstreamConfig
+}
+
+// UpstreamConfig is one upstream MCP server.
+type UpstreamConfig struct {
+	// Name prefixes its tools in the registry: <name>.<tool>.
+	Name string
+	// Exactly one of URL (Streamable HTTP) and Command (stdio).
+	URL     string
+	Command []string
+	// Headers go with every HTTP request to the upstream. They are held
+	// server-side: never logged, never shown (see HeaderNames).
+	Headers map[string]string
+	// Timeout bounds each call forwarded to it (30 s by default).
+	Timeout time.Duration
+	// Accept lists the upstream's tools accepted without an admin's review
+	// when they are first seen; a later change of definition holds them
+	// all the same.
+	Accept []string
+	// Tools overrides, per upstream tool name, what its annotations say.
+	Tools map[string]UpstreamOverride
+	// Cheatsheet is the markdown cheatsheet of every tool of this upstream
+	// that has none of its own.
+	Cheatsheet string
+	// Line is where the upstream is declared in the file.
+	Line int
+}
+
+// HeaderNames lists the header names sent to the upstream, never their
+// values.
+func (u UpstreamConfig) HeaderNames() []string {
+	names := make([]string, 0, len(u.Headers))
+	for k := range u.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Endpoint says where the upstream is, without secrets: its URL without
+// credentials or query, or its command's program.
+func (u UpstreamConfig) Endpoint() string {
+	if u.URL != "" {
+		p, err := url.Parse(u.URL)
+		if err != nil {
+			return "(invalid URL)"
+		}
+		p.User, p.RawQuery, p.Fragment = nil, "", ""
+		return p.String()
+	}
+	if len(u.Command) > 0 {
+		return u.Command[0]
+	}
+	return ""
+}
+
+// String never shows the headers' values.
+func (u UpstreamConfig) String() string {
+	return fmt.Sprintf("upstream %s (%s)", u.Name, u.Endpoint())
+}
+
+// UpstreamOverride is what the policy file says of one upstream tool. A
+// zero field says nothing: the tool's annotations decide it (worst case
+// where they are missing).
+type UpstreamOverride struct {
+	Effect       policy.Effect
+	Authority    policy.Authority
+	ActionClass  string
+	Risk         policy.Risk
+	HumanGated   *bool
+	ApproverRole string
+	RateLimits   RateLimits
+	Cheatsheet   string
+	Line         int
+}
+
+// DefaultUpstreamTimeout bounds a forwarded call whose upstream names no
+// timeout.
+const DefaultUpstreamTimeout = 30 * time.Second
+
+var (
+	upstreamName   = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+	headerName     = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	upstreamTool   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
+	envPlaceholder = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+)
+
+// LoadPolicyFile reads and checks the policy file at path. ${NAME} in a
+// header's value is replaced by the environment variable NAME (getenv),
+// so secrets need not live in the file; an unset one is an error.
+func LoadPolicyFile(path string, classes *policy.ClassRegistry, getenv func(string) string) (*PolicyFile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy file: %w", err)
+	}
+	f, err := ParsePolicyFile(data, classes, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ParsePolicyFile parses and checks a policy file; every error names its
+// line.
+func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(string) string) (*PolicyFile, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &PolicyFile{}, nil // an empty file declares nothing
+		}
+		return nil, err
+	}
+	f := &PolicyFile{}
+	if len(doc.Content) == 0 {
+		return f, nil
+	}
+	root := doc.Content[0]
+	if err := checkKeys(root, "upstreams"); err != nil {
+		return nil, err
+	}
+	list := valueOf(root, "upstreams")
+	if list == nil {
+		return f, nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, lineError(list, "upstreams must be a list")
+	}
+	seen := map[string]int{}
+	for _, n := range list.Content {
+		u, err := parseUpstream(n, classes, getenv)
+		if err != nil {
+			return nil, err
+		}
+		if line, dup := seen[u.Name]; dup {
+			return nil, lineError(n, "upstream %q is declared twice (first on line %d)", u.Name, line)
+		}
+		seen[u.Name] = u.Line
+		f.Upstreams = append(f.Upstreams, u)
+	}
+	return f, nil
+}
+
+func lineError(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("line %d: %s", n.Line, fmt.Sprintf(format, args...))
+}
+
+// checkKeys refuses a mapping key that is not one of allowed (a typo
+// would silently say nothing).
+func checkKeys(n *yaml.Node, allowed ...string) error {
+	if n.Kind != yaml.MappingNode {
+		return lineError(n, "expected a mapping with %s", strings.Join(allowed, ", "))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		if !slices.Contains(allowed, k) {
+			return lineError(n.Content[i], "unknown key %q (expected one of %s)", k, strings.Join(allowed, ", "))
+		}
+		if seen[k] {
+			return lineError(n.Content[i], "key %q appears twice", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// valueOf is the value of a mapping's key, nil when absent.
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func decodeAs[T any](n *yaml.Node, what string) (T, error) {
+	var v T
+	if err := n.Decode(&v); err != nil {
+		return v, lineError(n, "%s: %s", what, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return v, nil
+}
+
+func parseUpstream(n *yaml.Node, classes *policy.ClassRegistry, getenv func(string) string) (UpstreamConfig, error) {
+	u := UpstreamConfig{Line: n.Line, Timeout: DefaultUpstreamTimeout}
+	if err := checkKeys(n, "name", "url", "command", "headers", "timeout", "accept", "tools", "cheatsheet"); err != nil {
+		return u, err
+	}
+	var err error
+	if v := valueOf(n, "name"); v != nil {
+		if u.Name, err = decodeAs[string](v, "name"); err != nil {
+			return u, err
+		}
+	}
+	if !upstreamName.MatchString(u.Name) || len(u.Name) > 40 {
+		return u, lineError(n, "an upstream needs a name of at most 40 characters matching [a-z][a-z0-9_-]* (got %q)", u.Name)
+	}
+	at := func(key string) *yaml.Node { return valueOf(n, key) }
+	if v := at("url"); v != nil {
+		if u.URL, err = decodeAs[string](v, "url"); err != nil {
+			return u, err
+		}
+		p, perr := url.Parse(u.URL)
+		if perr != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return u, lineError(v, "upstream %s: url must be an http or https URL", u.Name)
+		}
+	}
+	if v := at("command"); v != nil {
+		if u.Command, err = decodeAs[[]string](v, "command"); err != nil {
+			return u, err
+		}
+		if len(u.Command) == 0 || strings.TrimSpace(u.Command[0]) == "" {
+			return u, lineError(v, "upstream %s: command must name a program: [\"program\", \"--flag\"]", u.Name)
+		}
+	}
+	if (u.URL == "") == (len(u.Command) == 0) {
+		return u, lineError(n, "upstream %s needs exactly one of url (Streamable HTTP) and command (stdio)", u.Name)
+	}
+	if v := at("headers"); v != nil {
+		if u.URL == "" {
+			return u, lineError(v, "upstream %s: headers go with url only", u.Name)
+		}
+		if u.Headers, err = decodeAs[map[string]string](v, "headers"); err != nil {
+			return u, err
+		}
+		for k, val := range u.Headers {
+			if !headerName.MatchString(k) {
+				return u, lineError(v, "upstream %s: %q is not a header name", u.Name, k)
+			}
+			var missing string
+			val = envPlaceholder.ReplaceAllStringFunc(val, func(m string) string {
+				name := envPlaceholder.FindStringSubmatch(m)[1]
+				got := getenv(name)
+				if got == "" {
+					missing = name
+				}
+				return got
+			})
+			if missing != "" {
+				return u, lineError(v, "upstream %s: header %s uses ${%s}, which is not set", u.Name, k, missing)
+			}
+			if strings.ContainsAny(val, "\r\n\x00") {
+				return u, lineError(v, "upstream %s: header %s holds a line break", u.Name, k)
+			}
+			u.Headers[k] = val
+		}
+	}
+	if v := at("timeout"); v != nil {
+		s, err := decodeAs[string](v, "timeout")
+		if err != nil {
+			return u, err
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 100*time.Millisecond || d > 10*time.Minute {
+			return u, lineError(v, "upstream %s: timeout must be a duration from 100ms to 10m, such as 30s", u.Name)
+		}
+		u.Timeout = d
+	}
+	if v := at("accept"); v != nil {
+		if u.Accept, err = decodeAs[[]string](v, "accept"); err != nil {
+			return u, err
+		}
+		for _, name := range u.Accept {
+			if !upstreamTool.MatchString(name) {
+				return u, lineError(v, "upstream %s: %q is not a tool name", u.Name, name)
+			}
+		}
+	}
+	if v := at("cheatsheet"); v != nil {
+		if u.Cheatsheet, err = decodeAs[string](v, "cheatsheet"); err != nil {
+			return u, err
+		}
+		if len(u.Cheatsheet) > maxCheatsheet {
+			return u, lineError(v, "upstream %s: the cheatsheet has more than %d bytes", u.Name, maxCheatsheet)
+		}
+	}
+	if v := at("tools"); v != nil {
+		if v.Kind != yaml.MappingNode {
+			return u, lineError(v, "upstream %s: tools must map each tool's name to its overrides", u.Name)
+		}
+		u.Tools = map[string]UpstreamOverride{}
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			name := v.Content[i].Value
+			if !upstreamTool.MatchString(name) {
+				return u, lineError(v.Content[i], "upstream %s: %q is not a tool name", u.Name, name)
+			}
+			if _, dup := u.Tools[name]; dup {
+				return u, lineError(v.Content[i], "upstream %s: tool %s appears twice", u.Name, name)
+			}
+			o, err := parseOverride(v.Content[i+1], u.Name+"."+name, classes)
+			if err != nil {
+				return u, err
+			}
+			u.Tools[name] = o
+		}
+	}
+	return u, nil
+}
+
+// maxCheatsheet bounds a cheatsheet (64 KiB).
+const maxCheatsheet = 64 << 10
+
+func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (UpstreamOverride, error) {
+	o := UpstreamOverride{Line: n.Line}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return o, nil
+	}
+	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "rate_limits", "cheatsheet"); err != nil {
+		return o, err
+	}
+	str := func(key string) (string, *yaml.Node, error) {
+		v := valueOf(n, key)
+		if v == nil {
+			return "", nil, nil
+		}
+		s, err := decodeAs[string](v, key)
+		return s, v, err
+	}
+	s, v, err := str("effect")
+	if err != nil {
+		return o, err
+	}
+	if o.Effect = policy.Effect(s); s != "" && !slices.Contains([]policy.Effect{policy.EffectRead, policy.EffectMutate, policy.EffectDestructive}, o.Effect) {
+		return o, lineError(v, "%s: effect must be read, mutate or destructive", tool)
+	}
+	if s, v, err = str("authority"); err != nil {
+		return o, err
+	}
+	if o.Authority = policy.Authority(s); s != "" && !o.Authority.Valid() {
+		return o, lineError(v, "%s: authority must be read, write-idempotent, write-non-idempotent or irreversible", tool)
+	}
+	if o.Effect != "" && o.Authority != "" && !slices.Contains(authorityForEffect[o.Effect], o.Authority) {
+		return o, lineError(n, "%s: authority %s does not fit effect %s", tool, o.Authority, o.Effect)
+	}
+	if s, v, err = str("action_class"); err != nil {
+		return o, err
+	}
+	if s != "" {
+		class, err := canonicalRegistered(classes, s)
+		if err != nil {
+			return o, lineError(v, "%s: %v", tool, err)
+		}
+		o.ActionClass = class
+	}
+	if s, v, err = str("risk"); err != nil {
+		return o, err
+	}
+	if o.Risk = policy.Risk(s); s != "" && !o.Risk.Valid() {
+		return o, lineError(v, "%s: risk must be low, medium or high", tool)
+	}
+	if v := valueOf(n, "human_gated"); v != nil {
+		b, err := decodeAs[bool](v, "human_gated")
+		if err != nil {
+			return o, err
+		}
+		o.HumanGated = &b
+	}
+	if o.ApproverRole, _, err = str("approver_role"); err != nil {
+		return o, err
+	}
+	if v := valueOf(n, "rate_limits"); v != nil {
+		if err := checkKeys(v, "per_agent_per_minute", "per_workspace_per_hour", "per_workspace_per_day"); err != nil {
+			return o, err
+		}
+		limits, err := decodeAs[map[string]int](v, "rate_limits")
+		if err != nil {
+			return o, err
+		}
+		for k, l := range limits {
+			if l < 0 {
+				return o, lineError(v, "%s: %s must not be negative", tool, k)
+			}
+		}
+		o.RateLimits = RateLimits{PerAgentPerMinute: limits["per_agent_per_minute"], PerWorkspacePerHour: limits["per_workspace_per_hour"], PerWorkspacePerDay: limits["per_workspace_per_day"]}
+	}
+	if s, v, err = str("cheatsheet"); err != nil {
+		return o, err
+	}
+	if len(s) > maxCheatsheet {
+		return o, lineError(v, "%s: the cheatsheet has more than %d bytes", tool, maxCheatsheet)
+	}
+	o.Cheatsheet = s
+	return o, nil
+}

@@ -1,0 +1,290 @@
+package tools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/gowebpki/jcs"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/policy"
+)
+
+// The tools of an MCP upstream server, declared in the registry as
+// <upstream>.<tool> when Gatehouse lists them. How a call is classified
+// comes from the tool's annotations, read as the worst case where a hint
+// is missing, then from the policy file's override; annotations are the
+// upstream's word, untrusted, so they may make a tool stricter than the
+// file says, never looser.
+
+// Action classes of upstream calls that change something, by whether
+// they reach beyond the upstream (openWorldHint). tool.call.external is
+// not canonical: Builtin registers it, in the external group.
+const (
+	ClassToolCallLocal    = "tool.call.local"
+	ClassToolCallExternal = "tool.call.external"
+)
+
+// Annotations are an upstream tool's hints, as it declares them; nil is
+// a hint it does not give.
+type Annotations struct {
+	Title       string `json:"title,omitempty"`
+	ReadOnly    *bool  `json:"readOnlyHint,omitempty"`
+	Destructive *bool  `json:"destructiveHint,omitempty"`
+	Idempotent  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorld   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// UpstreamTool is one tool as an upstream lists it.
+type UpstreamTool struct {
+	Upstream    string
+	Name        string
+	Title       string
+	Description string
+	InputSchema json.RawMessage
+	Annotations Annotations
+}
+
+// DeclaredName is the tool's name in the registry: <upstream>.<tool>.
+func (u UpstreamTool) DeclaredName() string { return u.Upstream + "." + u.Name }
+
+// Definition is what is pinned of an upstream tool: its name, description,
+// input schema and annotations, as canonical JSON (RFC 8785).
+func (u UpstreamTool) Definition() (json.RawMessage, error) {
+	b, err := json.Marshal(struct {
+		Name        string          `json:"name"`
+		Title       string          `json:"title,omitempty"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+		Annotations Annotations     `json:"annotations"`
+	}{u.Name, u.Title, u.Description, u.InputSchema, u.Annotations})
+	if err != nil {
+		return nil, fmt.Errorf("tools: encode %s: %w", u.DeclaredName(), err)
+	}
+	out, err := jcs.Transform(b)
+	if err != nil {
+		return nil, fmt.Errorf("tools: canonical %s: %w", u.DeclaredName(), err)
+	}
+	return out, nil
+}
+
+// DefinitionHash is the SHA-256 (hex) of Definition: a pin. Any change of
+// name, description, input schema or annotations changes it.
+func (u UpstreamTool) DefinitionHash() (string, error) {
+	def, err := u.Definition()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(def)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// UpstreamClass is how an upstream tool's calls are decided: the effect
+// and contract it is declared with.
+type UpstreamClass struct {
+	Effect       policy.Effect
+	Authority    policy.Authority
+	ActionClass  string
+	Risk         policy.Risk
+	HumanGated   bool
+	ApproverRole string
+	RateLimits   RateLimits
+	// OpenWorld: the tool may reach beyond the upstream.
+	OpenWorld bool
+	// NotGatedReason is set when the file declines gating for an
+	// irreversible tool.
+	NotGatedReason string
+}
+
+func hint(b *bool, missing bool) bool {
+	if b == nil {
+		return missing
+	}
+	return *b
+}
+
+var effectRank = map[policy.Effect]int{policy.EffectRead: 0, policy.EffectMutate: 1, policy.EffectDestructive: 2}
+
+var authorityRank = map[policy.Authority]int{policy.AuthorityRead: 0, policy.AuthorityWriteIdempotent: 1, policy.AuthorityWriteNonIdempotent: 2, policy.AuthorityIrreversible: 3}
+
+var riskRank = map[policy.Risk]int{policy.RiskLow: 0, policy.RiskMedium: 1, policy.RiskHigh: 2}
+
+// ClassifyUpstream decides how an upstream tool's calls are classified.
+//
+// Where the file is silent, the annotations decide, read as the worst case
+// where a hint is missing: not read-only → a change; destructiveHint
+// missing → destructive; idempotentHint missing → not idempotent;
+// openWorldHint missing → open world. A destructive tool is irreversible
+// and human-gated unless the file says otherwise.
+//
+// Where the file speaks, it decides, and only a hint that claims a danger
+// (destructiveHint: true, openWorldHint: true) can make the tool stricter
+// still; a hint that claims safety (readOnlyHint, idempotentHint,
+// destructiveHint: false) never loosens what the file says.
+func ClassifyUpstream(a Annotations, o UpstreamOverride) UpstreamClass {
+	readOnly := hint(a.ReadOnly, false)
+	destructive := hint(a.Destructive, true)
+	idempotent := hint(a.Idempotent, false)
+	open := hint(a.OpenWorld, true)
+
+	// The effect: the file's, or the annotations'; an explicit
+	// destructiveHint: true raises either.
+	annEffect := policy.EffectMutate
+	switch {
+	case readOnly:
+		annEffect = policy.EffectRead
+	case destructive:
+		annEffect = policy.EffectDestructive
+	}
+	c := UpstreamClass{Effect: annEffect, OpenWorld: open}
+	if o.Effect != "" {
+		c.Effect = o.Effect
+	}
+	if a.Destructive != nil && *a.Destructive && !readOnly {
+		c.Effect = policy.EffectDestructive
+	}
+
+	// The authority: the file's, else from the effect and the idempotent
+	// hint; then raised until it fits the effect.
+	switch {
+	case o.Authority != "":
+		c.Authority = o.Authority
+	case c.Effect == policy.EffectRead:
+		c.Authority = policy.AuthorityRead
+	case c.Effect == policy.EffectMutate && idempotent:
+		c.Authority = policy.AuthorityWriteIdempotent
+	case c.Effect == policy.EffectMutate:
+		c.Authority = policy.AuthorityWriteNonIdempotent
+	default:
+		c.Authority = policy.AuthorityIrreversible
+	}
+	fits := authorityForEffect[c.Effect]
+	switch {
+	case authorityRank[c.Authority] > authorityRank[fits[len(fits)-1]]:
+		// An authority stricter than the effect allows: the effect rises.
+		for _, e := range []policy.Effect{policy.EffectMutate, policy.EffectDestructive} {
+			if slices.Contains(authorityForEffect[e], c.Authority) {
+				c.Effect = e
+				break
+			}
+		}
+	case !slices.Contains(fits, c.Authority):
+		// Looser than the effect allows: the strictest that fits.
+		c.Authority = fits[len(fits)-1]
+	}
+
+	// Risk: the file's, never below what the effect implies once an
+	// annotation raised the effect above the file's.
+	c.Risk = policy.DefaultRisk(c.Effect)
+	if o.Risk != "" {
+		c.Risk = o.Risk
+		if o.Effect != "" && effectRank[c.Effect] > effectRank[o.Effect] && riskRank[policy.DefaultRisk(c.Effect)] > riskRank[c.Risk] {
+			c.Risk = policy.DefaultRisk(c.Effect)
+		}
+	}
+
+	// The action class: the file's, else from the effect and reach.
+	switch {
+	case o.ActionClass != "":
+		c.ActionClass = o.ActionClass
+	case c.Effect == policy.EffectRead:
+		c.ActionClass = "read.context"
+	case open:
+		c.ActionClass = ClassToolCallExternal
+	default:
+		c.ActionClass = ClassToolCallLocal
+	}
+
+	c.HumanGated = c.Authority == policy.AuthorityIrreversible
+	if o.HumanGated != nil {
+		c.HumanGated = *o.HumanGated
+	}
+	if c.Authority == policy.AuthorityIrreversible && !c.HumanGated {
+		c.NotGatedReason = "The policy file declares it without human gating (human_gated: false)."
+	}
+	c.ApproverRole, c.RateLimits = o.ApproverRole, o.RateLimits
+	return c
+}
+
+// Forwarder sends calls to upstream tools (internal/mcp holds the
+// clients). hash is the definition a declaration was made from: a call
+// runs only while it is the accepted one.
+type Forwarder interface {
+	// Accepted reports, from what this instance knows, whether the
+	// definition with hash is the tool's accepted one.
+	Accepted(upstream, tool, hash string) bool
+	// Forward checks the pin again and calls the tool with args, under
+	// ctx's deadline, returning the upstream's result (a CallToolResult as
+	// JSON). An error is the call's failure.
+	Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, error)
+}
+
+// DeclareUpstream is the registry declaration of an upstream tool: its
+// calls classified by ClassifyUpstream from its annotations and the
+// file's override, delivered by fw (an outside effect: run with no
+// transaction open, under the upstream's timeout). A call is classified
+// only while the definition is the accepted one, so a held tool's calls
+// are blocked at every decision, at propose time and at the moment of
+// effect.
+func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, error) {
+	hash, err := u.DefinitionHash()
+	if err != nil {
+		return Tool{}, err
+	}
+	o := cfg.Tools[u.Name]
+	c := ClassifyUpstream(u.Annotations, o)
+	class := c.ActionClass
+	title := u.Title
+	if title == "" {
+		title = u.Annotations.Title
+	}
+	cheatsheet := o.Cheatsheet
+	if cheatsheet == "" {
+		cheatsheet = cfg.Cheatsheet
+	}
+	description := u.Description
+	if description == "" {
+		description = "A tool of the upstream " + cfg.Name + "."
+	}
+	upstream, name := cfg.Name, u.Name
+	schema := u.InputSchema
+	if len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultUpstreamTimeout
+	}
+	return Tool{
+		Name: u.DeclaredName(), Title: title, Description: description, Effect: c.Effect, Schema: schema,
+		Upstream: cfg.Name, Cheatsheet: cheatsheet, Timeout: timeout,
+		Contract: Contract{
+			Authority: c.Authority, Risk: c.Risk,
+			Classify: func(map[string]any, Workspace) string {
+				if !fw.Accepted(upstream, name, hash) {
+					return "" // held: the class gate blocks the call
+				}
+				return class
+			},
+			ActionClasses: []string{class},
+			Gating:        Gating{Required: c.HumanGated, ApproverRole: c.ApproverRole, NotGatedReason: c.NotGatedReason},
+			Idempotency:   Idempotency{Required: c.Authority == policy.AuthorityWriteNonIdempotent || c.Authority == policy.AuthorityIrreversible},
+			RateLimits:    c.RateLimits,
+			Summarize: func(map[string]any) string {
+				return fmt.Sprintf("Call %s on the upstream %s", name, upstream)
+			},
+		},
+		Deliver: func(ctx context.Context, _ Workspace, args json.RawMessage) (Recorder, error) {
+			result, err := fw.Forward(ctx, upstream, name, hash, args)
+			if err != nil {
+				return nil, err
+			}
+			return func(context.Context, *db.Queries, uuid.UUID) (any, error) { return result, nil }, nil
+		},
+	}, nil
+}

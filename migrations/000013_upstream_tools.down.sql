@@ -1,0 +1,1 @@
+DROP TABLE upstream_tools;
