@@ -96,6 +96,28 @@ type Evidence struct {
 	CreatedAt        time.Time
 }
 
+type Feedback struct {
+	ID                 uuid.UUID
+	WorkspaceID        uuid.UUID
+	SubmittedByUserID  uuid.UUID
+	SubmittedByTokenID uuid.NullUUID
+	SubmittedByKind    string
+	TokenName          string
+	AttemptedAction    string
+	ExpectedOutcome    string
+	ActualOutcome      string
+	ToolCalled         string
+	ToolKnown          bool
+	ErrorSeen          string
+	Severity           string
+	Rationale          string
+	ProposalID         uuid.NullUUID
+	Status             string
+	AdminNote          string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+}
+
 type IdempotencyKey struct {
 	WorkspaceID         uuid.UUID
 	Tool                string
@@ -283,6 +305,8 @@ type Workspace struct {
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	RationaleMinLength  int32
+	RationaleMode       string
+	RationaleWarnUntil  *time.Time
 }
 
 type WorkspaceMember struct {

@@ -870,7 +870,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 }
 
 const readConversationForDecision = `-- name: ReadConversationForDecision :one
-SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
 FROM conversations c JOIN workspaces w ON w.id = c.workspace_id
 WHERE c.id = $1 AND c.workspace_id = $2 AND c.owner_id = $3
@@ -888,6 +888,8 @@ type ReadConversationForDecisionRow struct {
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
 	RationaleMinLength  int32
+	RationaleMode       string
+	RationaleWarnUntil  *time.Time
 	OpenViolations      []string
 }
 
@@ -903,13 +905,15 @@ func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConve
 		&i.WebhookAllowlist,
 		&i.AutoApproveHighRisk,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 		&i.OpenViolations,
 	)
 	return i, err
 }
 
 const readNotebookForDecision = `-- name: ReadNotebookForDecision :one
-SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
 FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
 WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3
@@ -927,6 +931,8 @@ type ReadNotebookForDecisionRow struct {
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
 	RationaleMinLength  int32
+	RationaleMode       string
+	RationaleWarnUntil  *time.Time
 	OpenViolations      []string
 }
 
@@ -940,6 +946,8 @@ func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookF
 		&i.WebhookAllowlist,
 		&i.AutoApproveHighRisk,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 		&i.OpenViolations,
 	)
 	return i, err

@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -14,7 +15,7 @@ import (
 const ensureWorkspace = `-- name: EnsureWorkspace :one
 INSERT INTO workspaces (slug, name) VALUES ($1, $2)
 ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
 `
 
 type EnsureWorkspaceParams struct {
@@ -35,12 +36,14 @@ func (q *Queries) EnsureWorkspace(ctx context.Context, arg EnsureWorkspaceParams
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 	)
 	return i, err
 }
 
 const getWorkspace = `-- name: GetWorkspace :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length FROM workspaces WHERE id = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until FROM workspaces WHERE id = $1
 `
 
 func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -55,12 +58,14 @@ func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, er
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 	)
 	return i, err
 }
 
 const getWorkspaceBySlug = `-- name: GetWorkspaceBySlug :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length FROM workspaces WHERE slug = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until FROM workspaces WHERE slug = $1
 `
 
 func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspace, error) {
@@ -75,12 +80,14 @@ func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspac
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 	)
 	return i, err
 }
 
 const getWorkspaceForUpdate = `-- name: GetWorkspaceForUpdate :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length FROM workspaces WHERE id = $1 FOR UPDATE
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until FROM workspaces WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -95,6 +102,38 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
+	)
+	return i, err
+}
+
+const setRationaleMode = `-- name: SetRationaleMode :one
+UPDATE workspaces SET rationale_mode = $2, rationale_warn_until = $3
+WHERE id = $1
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
+`
+
+type SetRationaleModeParams struct {
+	ID                 uuid.UUID
+	RationaleMode      string
+	RationaleWarnUntil *time.Time
+}
+
+func (q *Queries) SetRationaleMode(ctx context.Context, arg SetRationaleModeParams) (Workspace, error) {
+	row := q.db.QueryRow(ctx, setRationaleMode, arg.ID, arg.RationaleMode, arg.RationaleWarnUntil)
+	var i Workspace
+	err := row.Scan(
+		&i.ID,
+		&i.Slug,
+		&i.Name,
+		&i.AutoApproveHighRisk,
+		&i.CreatedAt,
+		&i.InternalDomains,
+		&i.WebhookAllowlist,
+		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 	)
 	return i, err
 }
@@ -102,7 +141,7 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
 UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5
 WHERE id = $1
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
 `
 
 type UpdateWorkspaceSettingsParams struct {
@@ -131,6 +170,8 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.RationaleMinLength,
+		&i.RationaleMode,
+		&i.RationaleWarnUntil,
 	)
 	return i, err
 }

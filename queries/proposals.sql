@@ -103,14 +103,14 @@ LIMIT 100;
 -- Everything the decision reads about a call in a conversation, in one
 -- round trip: the conversation's mode (owner-scoped: another user's is not
 -- found), the workspace's settings and the classes with an open violation.
-SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
 FROM conversations c JOIN workspaces w ON w.id = c.workspace_id
 WHERE c.id = $1 AND c.workspace_id = $2 AND c.owner_id = $3;
 
 -- name: ReadNotebookForDecision :one
 -- The same for a cell in a notebook: its trust level.
-SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length,
+SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
 FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
 WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3;

@@ -17,3 +17,8 @@ SELECT * FROM workspaces WHERE id = $1 FOR UPDATE;
 UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5
 WHERE id = $1
 RETURNING *;
+
+-- name: SetRationaleMode :one
+UPDATE workspaces SET rationale_mode = $2, rationale_warn_until = $3
+WHERE id = $1
+RETURNING *;

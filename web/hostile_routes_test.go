@@ -33,7 +33,7 @@ func fingerprint(t *testing.T, e *env) string {
 	var out strings.Builder
 	for _, table := range []string{"workspaces", "users", "workspace_members", "approver_roles", "api_tokens", "conversations", "messages",
 		"notebooks", "proposals", "approvals", "approval_votes", "records", "outbox", "idempotency_keys", "rate_counters", "audit_events", "payment_requests",
-		"receipts", "evidence", "trust_violations", "trust_thresholds"} {
+		"receipts", "evidence", "trust_violations", "trust_thresholds", "feedback"} {
 		var sum string
 		row := "t::text"
 		if table == "api_tokens" {
@@ -70,6 +70,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	receipt := e.executionReceipt("email.send.external")
 	_, flagged := e.api("POST", "/api/v1/receipts/"+receipt+"/violation", user, map[string]any{"category": "other", "reason": "a violation to clear"})
 	violation := flagged["id"].(string)
+	_, fb := e.api("POST", "/api/v1/feedback", agent, map[string]any{"attempted_action": "a", "expected_outcome": "b", "actual_outcome": "c",
+		"severity": "low", "rationale": "an item to triage"})
 	toolCall := `{"tool": "records.put", "arguments": {"collection": "c", "key": %s, "value": {}}, "rationale": "a hostile call"}`
 	routes := []hostileRoute{
 		{"POST", "/api/v1/conversations", `{"title": %s}`, false, user},
@@ -89,6 +91,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1/evidence", `{"action_class": %s, "label": "approved"}`, false, user},
 		{"POST", "/api/v1/receipts/" + receipt + "/violation", `{"category": "other", "reason": %s}`, false, user},
 		{"POST", "/api/v1/violations/" + violation + "/clear", `{"note": %s}`, false, user},
+		{"POST", "/api/v1/feedback", `{"attempted_action": %s, "expected_outcome": "b", "actual_outcome": "c", "severity": "low", "rationale": "a hostile report"}`, false, agent},
 		{"PUT", "/api/v1/action-classes/tool.call.local/threshold", `{"min_samples": 10, "ci_low": %s}`, false, user},
 		// (Their "tool" key is there for the duplicate-key case.)
 		{"POST", "/mcp", `{"tool": "x", "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": %s, "version": "1"}}}`, false, agent},
@@ -113,6 +116,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/trust/thresholds", "action_class=%s&ci_low=0.9&min_samples=10", true, ""},
 		{"POST", "/trust/violations/" + violation + "/clear", "note=%s", true, ""},
 		{"POST", "/signin", "email=%s&password=x", true, ""},
+		{"POST", "/admin/feedback/" + fb["id"].(string) + "/status", "status=triaged&note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
 	}

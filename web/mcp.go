@@ -25,6 +25,7 @@ const (
 func (s *Server) newGateway(upstreams *mcp.Upstreams) *mcp.Gateway {
 	return mcp.NewGateway(s.props, s.registry, s.convs, upstreams, s.log, mcp.Options{
 		ProposalURL: proposalURL,
+		Feedback:    s.feedback,
 		ApprovalURL: func(id uuid.UUID) string { return "/admin/approvals/" + id.String() },
 		StoreCall: func(p proposals.Proposal, refused error) (proposals.StoredResponse, error) {
 			if refused != nil {

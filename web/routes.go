@@ -70,6 +70,7 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/proposals/:id/reject", s.apiRejectProposal)
 	api.POST("/proposals/:id/performed", s.apiPerformProposal)
 	api.POST("/evidence", s.apiRecordEvidence)
+	api.POST("/feedback", s.apiSubmitFeedback)
 	api.POST("/receipts/:id/violation", s.apiFlagViolation)
 	api.GET("/violations", s.apiListViolations)
 	api.POST("/violations/:id/clear", s.apiClearViolation)
@@ -139,6 +140,12 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/upstreams", s.upstreamsPage, approver...)
 	e.POST("/admin/upstreams/:upstream/refresh", s.refreshUpstream, approver...)
 	e.POST("/admin/upstreams/:upstream/tools/:tool/accept", s.acceptUpstreamTool, approver...)
+	// Agent feedback: approvers and admins triage it in a session, or read
+	// its JSON with a user token.
+	approverOrToken := []echo.MiddlewareFunc{noStore, s.oneCredential, s.bearerOr(signedIn), s.requireApprover}
+	e.GET("/admin/feedback", s.feedbackPage, approverOrToken...)
+	e.GET("/admin/feedback.csv", s.feedbackCSV, approverOrToken...)
+	e.POST("/admin/feedback/:id/status", s.setFeedbackStatus, approver...)
 	// The approvals queue: approvers, admins and holders of a named
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/feedback"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -37,6 +38,8 @@ type Options struct {
 	// call (the proposal, or the refusal that recorded it): the REST API's,
 	// so the same key answers alike on both.
 	StoreCall func(proposals.Proposal, error) (proposals.StoredResponse, error)
+	// Feedback takes submit_feedback (nil: the tool is not offered).
+	Feedback *feedback.Service
 	// Version is the server's version in the initialize answer.
 	Version string
 	// SessionTimeout closes an MCP session left idle this long (30 min
@@ -188,6 +191,9 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 		srv.AddTool(g.mcpTool(t), sess.callTool(t.Name))
 	}
 	srv.AddTool(checkProposalTool(), sess.checkProposal)
+	if g.opts.Feedback != nil {
+		srv.AddTool(submitFeedbackTool(), sess.submitFeedback)
+	}
 	g.addCheatsheets(srv)
 	return srv
 }
