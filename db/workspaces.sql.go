@@ -108,38 +108,9 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 	return i, err
 }
 
-const setRationaleMode = `-- name: SetRationaleMode :one
-UPDATE workspaces SET rationale_mode = $2, rationale_warn_until = $3
-WHERE id = $1
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
-`
-
-type SetRationaleModeParams struct {
-	ID                 uuid.UUID
-	RationaleMode      string
-	RationaleWarnUntil *time.Time
-}
-
-func (q *Queries) SetRationaleMode(ctx context.Context, arg SetRationaleModeParams) (Workspace, error) {
-	row := q.db.QueryRow(ctx, setRationaleMode, arg.ID, arg.RationaleMode, arg.RationaleWarnUntil)
-	var i Workspace
-	err := row.Scan(
-		&i.ID,
-		&i.Slug,
-		&i.Name,
-		&i.AutoApproveHighRisk,
-		&i.CreatedAt,
-		&i.InternalDomains,
-		&i.WebhookAllowlist,
-		&i.RationaleMinLength,
-		&i.RationaleMode,
-		&i.RationaleWarnUntil,
-	)
-	return i, err
-}
-
 const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
-UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5
+UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5,
+    rationale_mode = $6, rationale_warn_until = $7
 WHERE id = $1
 RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
 `
@@ -150,6 +121,8 @@ type UpdateWorkspaceSettingsParams struct {
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	RationaleMinLength  int32
+	RationaleMode       string
+	RationaleWarnUntil  *time.Time
 }
 
 func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspaceSettingsParams) (Workspace, error) {
@@ -159,6 +132,8 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		arg.InternalDomains,
 		arg.WebhookAllowlist,
 		arg.RationaleMinLength,
+		arg.RationaleMode,
+		arg.RationaleWarnUntil,
 	)
 	var i Workspace
 	err := row.Scan(

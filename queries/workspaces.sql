@@ -14,11 +14,7 @@ RETURNING *;
 SELECT * FROM workspaces WHERE id = $1 FOR UPDATE;
 
 -- name: UpdateWorkspaceSettings :one
-UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5
-WHERE id = $1
-RETURNING *;
-
--- name: SetRationaleMode :one
-UPDATE workspaces SET rationale_mode = $2, rationale_warn_until = $3
+UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5,
+    rationale_mode = $6, rationale_warn_until = $7
 WHERE id = $1
 RETURNING *;

@@ -177,6 +177,9 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 	if err != nil {
 		return err
 	}
+	if p.RationaleWarning != "" {
+		c.Response().Header().Set("Warning", `299 - "`+p.RationaleWarning+`"`)
+	}
 	answer, err := json.Marshal(toProposalJSON(p))
 	if err != nil {
 		return err

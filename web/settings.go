@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,7 +21,12 @@ func (s *Server) settingsPage(c echo.Context) error {
 		return err
 	}
 	v := views.SettingsView{AutoApproveHighRisk: st.AutoApproveHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
-		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1"}
+		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1",
+		RationaleMode: st.RationaleMode}
+	if st.RationaleWarnUntil != nil {
+		v.RationaleWarnUntil = st.RationaleWarnUntil.UTC().Format(time.DateOnly)
+		v.RationaleWarnExpired = !st.RationaleWarnUntil.After(time.Now())
+	}
 	return render(c, http.StatusOK, views.SettingsPage(s.shell(c, "Settings", "admin"), v))
 }
 
@@ -46,14 +52,31 @@ func (s *Server) saveSettings(c echo.Context) error {
 	} else {
 		next.RationaleMinLength = n
 	}
+	mode, until := c.FormValue("rationale_mode"), strings.TrimSpace(c.FormValue("rationale_warn_until"))
+	next.RationaleMode = mode
+	if mode == settings.RationaleWarn {
+		// A date is midnight UTC at its start: warn mode ends as it begins.
+		if t, err := time.Parse(time.DateOnly, until); err == nil {
+			next.RationaleWarnUntil = &t
+		} else if until != "" {
+			errs = append(errs, apperr.Invalid("", apperr.FieldError{Field: "rationale_warn_until", Message: "must be a date (2006-01-02)"}))
+		}
+	}
+	if next.RationaleMode == "" {
+		next.RationaleMode = settings.RationaleStrict
+	}
 	if len(errs) == 0 {
-		if _, err := s.settings.Update(c.Request().Context(), principal(c), next); err != nil {
+		_, err := s.settings.Update(c.Request().Context(), principal(c), next)
+		if err == nil {
+			return c.Redirect(http.StatusSeeOther, "/admin/settings?saved=1")
+		}
+		if apperr.Code(err) != apperr.EINVALID {
 			return err
 		}
-		return c.Redirect(http.StatusSeeOther, "/admin/settings?saved=1")
+		errs = append(errs, err)
 	}
 	v := views.SettingsView{AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
-		Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{}}
+		RationaleMode: next.RationaleMode, RationaleWarnUntil: until, Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{}}
 	for _, e := range errs {
 		var ae *apperr.Error
 		if errors.As(e, &ae) {

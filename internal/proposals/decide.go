@@ -29,6 +29,9 @@ type decision struct {
 	constraints []policy.Constraint
 	// rationaleMin is the workspace's shortest acceptable rationale.
 	rationaleMin int
+	// rationaleWarnUntil is set while the workspace accepts a missing or
+	// short rationale with a warning (rationale mode warn).
+	rationaleWarnUntil *time.Time
 	// call is what the layers read: kept on the proposal so a past call can
 	// be decided again under another setting (the shadow preview).
 	call policy.Call
@@ -77,15 +80,25 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 		OpenViolation: slices.Contains(rc.openViolations, class),
 	}
 	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: rc.scope, class: class, ws: ws, constraints: constraints,
-		rationaleMin: rc.rationaleMin, call: call}, nil
+		rationaleMin: rc.rationaleMin, rationaleWarnUntil: rc.rationaleWarnUntil, call: call}, nil
 }
 
 // decisionRows is what the decision reads from the database.
 type decisionRows struct {
-	scope          scopeDecision
-	ws             tools.Workspace
-	rationaleMin   int
-	openViolations []string
+	scope        scopeDecision
+	ws           tools.Workspace
+	rationaleMin int
+	// rationaleWarnUntil is the end of the workspace's warn mode (nil: strict).
+	rationaleWarnUntil *time.Time
+	openViolations     []string
+}
+
+// warnUntil is the end of a workspace's rationale warn mode, nil in strict mode.
+func warnUntil(mode string, until *time.Time) *time.Time {
+	if mode != "warn" {
+		return nil
+	}
+	return until
 }
 
 // readForDecision reads the scope's row (owner-scoped: someone else's
@@ -105,7 +118,7 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 		return decisionRows{
 			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))},
 			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
-			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations,
+			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
 		}, nil
 	case ScopeNotebook:
 		r, err := q.ReadNotebookForDecision(ctx, db.ReadNotebookForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
@@ -124,7 +137,7 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 		return decisionRows{
 			scope:        scopeDecision{trust: trust, disposition: string(gate)},
 			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
-			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations,
+			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
 		}, nil
 	}
 	return decisionRows{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)

@@ -111,9 +111,12 @@ type Proposal struct {
 	ProposedBy      string // "agent" or "user"
 	// ConfirmIgnored says why a caller's confirm: true granted nothing.
 	ConfirmIgnored string
-	CreatedAt      time.Time
-	ClaimedAt      *time.Time
-	ResolvedAt     *time.Time
+	// RationaleWarning says that a missing or short rationale was accepted
+	// because the workspace is in warn mode, and until when.
+	RationaleWarning string
+	CreatedAt        time.Time
+	ClaimedAt        *time.Time
+	ResolvedAt       *time.Time
 }
 
 // Packet is what a proposal shows of its approval packet.
@@ -196,8 +199,14 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	}
 	var fields []apperr.FieldError
 	rationale := strings.TrimSpace(in.Rationale)
-	if n := utf8.RuneCountInString(rationale); n < 10 || n > 500 {
-		fields = append(fields, apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"})
+	// A rationale under the floor of 10 is refused here unless the
+	// workspace is in warn mode, which the decision's row says: alone, its
+	// refusal waits for that row (refused as before if it cannot be read).
+	rationaleErr := apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"}
+	nRationale := utf8.RuneCountInString(rationale)
+	short := nRationale < 10
+	if nRationale > 500 {
+		fields = append(fields, rationaleErr)
 	}
 	args, err := compact(in.Arguments)
 	if err == nil {
@@ -209,6 +218,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	} else if err != nil {
 		return Proposal{}, err
 	}
+	if short && len(fields) > 0 {
+		fields = append([]apperr.FieldError{rationaleErr}, fields...)
+	}
 	if len(fields) > 0 {
 		names := make([]string, len(fields))
 		for i, f := range fields {
@@ -216,7 +228,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		}
 		return Proposal{}, apperr.Invalid("Invalid fields: "+strings.Join(names, ", ")+".", fields...)
 	}
-	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" {
+	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" && !short {
 		return Proposal{}, &apperr.Error{Code: apperr.EBADREQ,
 			Message: fmt.Sprintf("%s is %s: send an Idempotency-Key header (or idempotency_key), so a retry cannot run it twice.", tool.Name, tool.Contract.Authority),
 			Fields:  []apperr.FieldError{{Field: "idempotency_key", Message: "is required for this tool"}}}
@@ -229,17 +241,40 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
 	d, err := s.decide(ctx, q, p, scope, tool, args)
+	if err != nil && short {
+		return Proposal{}, apperr.Invalid("Invalid fields: rationale.", rationaleErr)
+	}
 	if err != nil {
 		return Proposal{}, err
 	}
-	if n := utf8.RuneCountInString(rationale); n < d.rationaleMin {
-		msg := fmt.Sprintf("must have at least %d characters in this workspace", d.rationaleMin)
-		return Proposal{}, apperr.Invalid("The rationale is too short: "+msg+".", apperr.FieldError{Field: "rationale", Message: msg})
+	warning := ""
+	if nRationale < d.rationaleMin {
+		now := time.Now()
+		switch {
+		case d.rationaleWarnUntil != nil && now.Before(*d.rationaleWarnUntil):
+			warning = "rationale missing or short; accepted until " + d.rationaleWarnUntil.UTC().Format(time.RFC3339)
+			s.log.Warn("rationale missing or short, accepted in warn mode", "token", p.TokenName, "user_id", p.UserID, "tool", tool.Name,
+				"rationale_length", nRationale, "until", d.rationaleWarnUntil.UTC())
+		case short:
+			return Proposal{}, apperr.Invalid("Invalid fields: rationale.", rationaleErr)
+		default:
+			msg := fmt.Sprintf("must have at least %d characters in this workspace", d.rationaleMin)
+			return Proposal{}, apperr.Invalid("The rationale is too short: "+msg+".", apperr.FieldError{Field: "rationale", Message: msg})
+		}
+	}
+	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" {
+		return Proposal{}, &apperr.Error{Code: apperr.EBADREQ,
+			Message: fmt.Sprintf("%s is %s: send an Idempotency-Key header (or idempotency_key), so a retry cannot run it twice.", tool.Name, tool.Contract.Authority),
+			Fields:  []apperr.FieldError{{Field: "idempotency_key", Message: "is required for this tool"}}}
 	}
 	// Every call's audit row carries its rationale, refused ones too, so an
 	// agent's intent can be read from the audit log alone (ADR-036).
 	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
 		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID, "rationale": rationale}
+	if warning != "" {
+		// Counted on the intent view.
+		auditData["rationale_warning"] = true
+	}
 	refuse := func(err error, outcome string, why map[string]any) (Proposal, error) {
 		for k, v := range why {
 			auditData[k] = v
@@ -333,6 +368,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		// run it, then record everything in one statement, one transaction.
 		out, err := s.runAuto(ctx, tx, q, p, params, tool, args, d, auditData, in.Idem)
 		out.ConfirmIgnored = ignored
+		out.RationaleWarning = warning
 		return out, err
 	}
 	row, err := q.InsertProposal(ctx, params)
@@ -372,6 +408,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		}
 		out, err := s.run(ctx, tx, q, p, row, tool, args, d.ws, path, d.constraints)
 		out.ConfirmIgnored = ignored
+		out.RationaleWarning = warning
 		return out, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -386,6 +423,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	out := fromRow(row)
 	out.Packet = packet
 	out.ConfirmIgnored = ignored
+	out.RationaleWarning = warning
 	return out, nil
 }
 

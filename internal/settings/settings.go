@@ -34,7 +34,19 @@ type Settings struct {
 	// RationaleMinLength is the shortest rationale a call may give
 	// (10 to 500; every call needs at least 10 characters).
 	RationaleMinLength int
+	// RationaleMode is strict (a missing or short rationale is refused) or
+	// warn (accepted with a warning until RationaleWarnUntil, then strict
+	// again by itself). Empty keeps the current mode.
+	RationaleMode string
+	// RationaleWarnUntil ends warn mode (required for it, in the future).
+	RationaleWarnUntil *time.Time
 }
+
+// Rationale enforcement modes.
+const (
+	RationaleStrict = "strict"
+	RationaleWarn   = "warn"
+)
 
 // Service reads and changes settings.
 type Service struct {
@@ -112,10 +124,19 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		return Settings{}, apperr.Invalid("The minimum rationale length must be 10 to 500 characters.",
 			apperr.FieldError{Field: "rationale_min_length", Message: "must be 10 to 500"})
 	}
+	if next.RationaleMode == "" {
+		next.RationaleMode, next.RationaleWarnUntil = cur.RationaleMode, cur.RationaleWarnUntil
+	} else if err := checkRationaleMode(next, time.Now()); err != nil {
+		return Settings{}, err
+	}
+	if next.RationaleMode == RationaleStrict {
+		next.RationaleWarnUntil = nil
+	}
 	next.InternalDomains = nonNil(next.InternalDomains)
 	next.WebhookAllowlist = nonNil(next.WebhookAllowlist)
 	row, err := q.UpdateWorkspaceSettings(ctx, db.UpdateWorkspaceSettingsParams{ID: p.WorkspaceID, AutoApproveHighRisk: next.AutoApproveHighRisk,
-		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist, RationaleMinLength: int32(next.RationaleMinLength)})
+		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist, RationaleMinLength: int32(next.RationaleMinLength),
+		RationaleMode: next.RationaleMode, RationaleWarnUntil: next.RationaleWarnUntil})
 	if err != nil {
 		return Settings{}, fmt.Errorf("settings: update: %w", err)
 	}
@@ -128,6 +149,8 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		{"internal_domains", cur.InternalDomains, next.InternalDomains, slices.Equal(cur.InternalDomains, next.InternalDomains)},
 		{"webhook_allowlist", cur.WebhookAllowlist, next.WebhookAllowlist, slices.Equal(cur.WebhookAllowlist, next.WebhookAllowlist)},
 		{"rationale_min_length", cur.RationaleMinLength, next.RationaleMinLength, int(cur.RationaleMinLength) == next.RationaleMinLength},
+		{"rationale_mode", cur.RationaleMode, next.RationaleMode, cur.RationaleMode == next.RationaleMode},
+		{"rationale_warn_until", timeOrNil(cur.RationaleWarnUntil), timeOrNil(next.RationaleWarnUntil), sameTime(cur.RationaleWarnUntil, next.RationaleWarnUntil)},
 	}
 	for _, c := range changes {
 		if c.same {
@@ -154,5 +177,35 @@ func nonNil(s []string) []string {
 
 func fromRow(w db.Workspace) Settings {
 	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist),
-		RationaleMinLength: int(w.RationaleMinLength)}
+		RationaleMinLength: int(w.RationaleMinLength), RationaleMode: w.RationaleMode, RationaleWarnUntil: w.RationaleWarnUntil}
+}
+
+// checkRationaleMode checks the mode, and that warn mode has an end date
+// in the future.
+func checkRationaleMode(next Settings, now time.Time) error {
+	switch next.RationaleMode {
+	case RationaleStrict:
+		return nil
+	case RationaleWarn:
+		if next.RationaleWarnUntil == nil || !next.RationaleWarnUntil.After(now) {
+			return apperr.Invalid("Warn mode needs an end date in the future.",
+				apperr.FieldError{Field: "rationale_warn_until", Message: "is required for warn mode and must be in the future"})
+		}
+		return nil
+	}
+	return apperr.Invalid("The rationale mode is strict or warn.", apperr.FieldError{Field: "rationale_mode", Message: "must be strict or warn"})
+}
+
+func timeOrNil(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func sameTime(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }
