@@ -146,6 +146,8 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/feedback", s.feedbackPage, approverOrToken...)
 	e.GET("/admin/feedback.csv", s.feedbackCSV, approverOrToken...)
 	e.POST("/admin/feedback/:id/status", s.setFeedbackStatus, approver...)
+	// What agents are trying to do: their calls' rationales (admins).
+	e.GET("/admin/intent", s.intentPage, approverOrToken...)
 	// The approvals queue: approvers, admins and holders of a named
 	// approver role (the service shows each the packets they may resolve),
 	// in a session, or with a user token for its JSON.

@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/feedback"
+	"github.com/gatehouse/gatehouse/internal/intent"
 	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
@@ -64,6 +65,7 @@ type Server struct {
 	nbs      *notebooks.Service
 	settings *settings.Service
 	feedback *feedback.Service
+	intent   *intent.Service
 	props    *proposals.Service
 	trust    *trust.Service
 	receipts *receipts.Service
@@ -92,6 +94,7 @@ type Services struct {
 	Proposals     *proposals.Service
 	Settings      *settings.Service
 	Feedback      *feedback.Service
+	Intent        *intent.Service
 	Trust         *trust.Service
 	Receipts      *receipts.Service
 	// Registry is the tool registry the proposals service decides with.
@@ -109,6 +112,7 @@ func NewServices(pool *pgxpool.Pool, log *slog.Logger, params auth.PasswordParam
 		Notebooks:     notebooks.NewService(pool),
 		Proposals:     proposals.NewService(pool, registry, log),
 		Settings:      settings.NewService(pool),
+		Intent:        intent.NewService(pool),
 		Feedback:      feedback.NewService(pool, func(name string) bool { _, ok := registry.Get(name); return ok }),
 		Trust:         trust.NewService(pool, registry.Classes()),
 		Receipts:      receipts.NewService(pool),
@@ -145,7 +149,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	sm.Cookie.Persist = true
 
 	s := &Server{
-		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, feedback: svc.Feedback, props: svc.Proposals, trust: svc.Trust,
+		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, feedback: svc.Feedback, intent: svc.Intent, props: svc.Proposals, trust: svc.Trust,
 		registry: svc.Registry, upstreams: svc.Upstreams,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}),
 		receipts: svc.Receipts,
