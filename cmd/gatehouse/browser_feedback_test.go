@@ -1,0 +1,56 @@
+//go:build e2e
+
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gatehouse/gatehouse/internal/dbtest"
+)
+
+// An agent reports where it got stuck; an admin triages the item on the
+// feedback page, changing its status in place (htmx), and the change is
+// what the JSON then says.
+func TestBrowser_AdminTriagesAFeedbackItem(t *testing.T) {
+	s := startServer(t, map[string]string{
+		"DATABASE_URL":             dbtest.MustURL(t),
+		"GATEHOUSE_ADMIN_EMAIL":    "root@example.com",
+		"GATEHOUSE_ADMIN_PASSWORD": "the admin's password",
+	})
+	agent := strings.TrimSpace(s.cli(t, "", "token", "create", "--email", "root@example.com", "--kind", "agent", "--name", "bot"))
+	user := strings.TrimSpace(s.cli(t, "", "token", "create", "--email", "root@example.com", "--kind", "user", "--name", "script"))
+	item := postJSON(t, s.URL+"/api/v1/feedback", agent, map[string]any{"attempted_action": "send the renewal reminder",
+		"expected_outcome": "the email sent", "actual_outcome": "it waits for an approver", "tool_called": "email.send",
+		"severity": "high", "rationale": "the client is waiting for the reminder"})
+	if item["status"] != "new" {
+		t.Fatalf("submit: %v", item)
+	}
+	row := "#feedback-" + item["id"].(string)
+
+	ctx := browser(t)
+	signInBrowser(t, ctx, s.URL, "root@example.com", "the admin's password")
+	step(t, ctx, "open the feedback page",
+		chromedp.Navigate(s.URL+"/admin/feedback"),
+		chromedp.WaitVisible(chromedp.CSS(row+" [data-testid=feedback-status]")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=weekly-chart]`)),
+	)
+	if got := mustText(t, ctx, row+" [data-testid=feedback-status]"); got != "new" {
+		t.Fatalf("status shows %q", got)
+	}
+	step(t, ctx, "move it to triaged with a note",
+		chromedp.SendKeys(chromedp.CSS(row+" [data-testid=feedback-note-input]"), "Seen; the approver was away."),
+		chromedp.Click(chromedp.CSS(row+" [data-testid=feedback-move]")),
+		chromedp.WaitVisible(chromedp.CSS(row+" [data-testid=feedback-note]")),
+	)
+	if got := mustText(t, ctx, row+" [data-testid=feedback-status]"); got != "triaged" {
+		t.Fatalf("after the move the status shows %q", got)
+	}
+	status, list := getJSON(t, s.URL+"/admin/feedback", user)
+	items, _ := list["items"].([]any)
+	if status != 200 || len(items) != 1 || items[0].(map[string]any)["status"] != "triaged" || items[0].(map[string]any)["admin_note"] != "Seen; the approver was away." {
+		t.Fatalf("the JSON says %d %v", status, list)
+	}
+}
