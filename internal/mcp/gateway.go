@@ -201,7 +201,8 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 const instructions = "Gatehouse stands between you and these tools. Every call is proposed: reads run at once, " +
 	"changes run where the owner allows it, and others wait for the owner's confirmation or an approver. " +
 	"Give every call a rationale (10 to 500 characters) saying why you make it. A call that waits returns at once " +
-	"with a proposal id: call check_proposal with it later for the outcome. A refused call says why; adapt instead of retrying it as is."
+	"with a proposal id: call check_proposal with it later for the outcome. A refused call says why; adapt instead of retrying it as is. " +
+	"If you are stuck, call submit_feedback to tell the workspace's admins what you tried and what happened."
 
 // bindOnInitialize binds the session to its scope as it initializes: the
 // scope the client asked for, or a new conversation named after the client
