@@ -157,7 +157,8 @@ func (s *Server) feedbackPage(c echo.Context) error {
 		v.Error, status = apperr.Message(ferr)+" "+fieldSummary(ferr), http.StatusUnprocessableEntity
 	}
 	for _, g := range groups {
-		v.ByTool = append(v.ByTool, views.FeedbackToolCount{Tool: g.Tool, Known: g.Known, Count: g.Count})
+		v.ByTool = append(v.ByTool, views.FeedbackToolCount{Tool: g.Tool, Known: g.Known, Count: g.Count,
+			URL: "/admin/feedback?" + url.Values{"tool": {g.Tool}}.Encode()})
 	}
 	for _, it := range items {
 		v.Items = append(v.Items, toFeedbackItem(it))

@@ -263,3 +263,15 @@ func TestFeedback_AgentSubmitsWithTheMCPTool(t *testing.T) {
 		t.Errorf("a short rationale: %v %s", res.IsError, text)
 	}
 }
+
+func TestFeedback_PageEscapesAnAgentsToolNameInItsLinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	admin := e.user("admin@example.com", auth.RoleAdmin)
+	agent := e.token("admin@example.com", auth.TokenAgent)
+	e.api("POST", "/api/v1/feedback", agent, feedbackBody(map[string]any{"tool_called": `x&status=done"><b>`}))
+	_, page := admin.get("/admin/feedback")
+	if !strings.Contains(page, `href="/admin/feedback?tool=x%26status%3Ddone%22%3E%3Cb%3E"`) || strings.Contains(page, `"><b>`) {
+		t.Errorf("the tool's link is not escaped:\n%s", page)
+	}
+}
