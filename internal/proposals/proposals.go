@@ -179,6 +179,13 @@ func unknownTool(name string) error {
 		Fields: []apperr.FieldError{{Field: "tool", Message: "unknown tool"}}}
 }
 
+// missingIdempotencyKey refuses a call of a tool that needs a key without one.
+func missingIdempotencyKey(tool *tools.Tool) error {
+	return &apperr.Error{Code: apperr.EBADREQ,
+		Message: fmt.Sprintf("%s is %s: send an Idempotency-Key header (or idempotency_key), so a retry cannot run it twice.", tool.Name, tool.Contract.Authority),
+		Fields:  []apperr.FieldError{{Field: "idempotency_key", Message: "is required for this tool"}}}
+}
+
 // audit writes an audit row kept as long as the tool's contract says.
 func (s *Service) audit(ctx context.Context, q *db.Queries, p auth.Principal, tool *tools.Tool, action, subjectType, subjectID string, data map[string]any) error {
 	return audit.RecordRetained(ctx, q, p, p.WorkspaceID, tool.Contract.Retention, action, subjectType, subjectID, data)
@@ -229,9 +236,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, apperr.Invalid("Invalid fields: "+strings.Join(names, ", ")+".", fields...)
 	}
 	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" && !short {
-		return Proposal{}, &apperr.Error{Code: apperr.EBADREQ,
-			Message: fmt.Sprintf("%s is %s: send an Idempotency-Key header (or idempotency_key), so a retry cannot run it twice.", tool.Name, tool.Contract.Authority),
-			Fields:  []apperr.FieldError{{Field: "idempotency_key", Message: "is required for this tool"}}}
+		return Proposal{}, missingIdempotencyKey(tool)
 	}
 
 	tx, err := s.pool.Begin(ctx)
@@ -263,9 +268,8 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		}
 	}
 	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" {
-		return Proposal{}, &apperr.Error{Code: apperr.EBADREQ,
-			Message: fmt.Sprintf("%s is %s: send an Idempotency-Key header (or idempotency_key), so a retry cannot run it twice.", tool.Name, tool.Contract.Authority),
-			Fields:  []apperr.FieldError{{Field: "idempotency_key", Message: "is required for this tool"}}}
+		// Left until here only for a short rationale accepted in warn mode.
+		return Proposal{}, missingIdempotencyKey(tool)
 	}
 	// Every call's audit row carries its rationale, refused ones too, so an
 	// agent's intent can be read from the audit log alone (ADR-036).
