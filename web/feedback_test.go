@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 // feedbackBody is a valid feedback item with fields overridden.
@@ -273,5 +274,31 @@ func TestFeedback_PageEscapesAnAgentsToolNameInItsLinks(t *testing.T) {
 	_, page := admin.get("/admin/feedback")
 	if !strings.Contains(page, `href="/admin/feedback?tool=x%26status%3Ddone%22%3E%3Cb%3E"`) || strings.Contains(page, `"><b>`) {
 		t.Errorf("the tool's link is not escaped:\n%s", page)
+	}
+}
+
+func TestFeedback_AnItemLinksToItsProposalsPacketOrDecision(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, dbtest.MustPool(t), sendRegistry(t))
+	admin := e.user("admin@example.com", auth.RoleAdmin)
+	agent := e.token("admin@example.com", auth.TokenAgent)
+	user := e.token("admin@example.com", auth.TokenUser)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "c"})
+	calls := "/api/v1/conversations/" + conv["id"].(string) + "/tool-calls"
+	_, deferred := e.api("POST", calls, agent, map[string]any{"tool": "t.send", "idempotency_key": "send-feedback-000001",
+		"arguments": map[string]any{"to": "ana@example.com"}, "rationale": "a deferred call"})
+	_, pending := e.api("POST", calls, agent, map[string]any{"tool": "records.put",
+		"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "a pending call"})
+	e.api("POST", "/api/v1/feedback", agent, feedbackBody(map[string]any{"proposal_id": deferred["proposal_id"], "severity": "high"}))
+	e.api("POST", "/api/v1/feedback", agent, feedbackBody(map[string]any{"proposal_id": pending["proposal_id"], "severity": "low"}))
+	_, list := e.api("GET", "/admin/feedback?severity=high", user, nil)
+	if it := list["items"].([]any)[0].(map[string]any); it["approval_id"] != deferred["approval_id"] {
+		t.Errorf("the item does not name the packet: %v", it)
+	}
+	_, page := admin.get("/admin/feedback")
+	for _, want := range []string{`href="/admin/approvals/` + deferred["approval_id"].(string) + `"`, `href="/admin/receipts?proposal=` + pending["proposal_id"].(string) + `"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
 	}
 }
