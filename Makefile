@@ -10,7 +10,9 @@ help: ## list the targets
 
 .PHONY: run
 run: ensure-postgres ## run the server on 127.0.0.1:8080 (its own PostgreSQL unless DATABASE_URL is set)
-	$(GO) run ./cmd/gatehouse serve
+	@echo "building gatehouse (the first build downloads and compiles its modules: a minute or two)…"
+	@$(GO) build -o bin/gatehouse ./cmd/gatehouse
+	bin/gatehouse serve
 
 .PHONY: test
 test: ensure-postgres ensure-python ## run every test (race detector on) against a real PostgreSQL
