@@ -393,16 +393,19 @@ const tokenPrefix = "gh_"
 // CreateToken issues an API token for the user with that email. The token
 // is returned once; only its SHA-256 is stored.
 func (s *Service) CreateToken(ctx context.Context, email string, kind TokenKind, name string) (string, error) {
-	return s.createToken(ctx, email, kind, name, false)
+	return s.CreateTokenFor(ctx, email, NewToken{Kind: kind, Name: name}, false)
 }
 
 // CreateConnectorToken issues a user token for a connector acting for the
 // user with that email (see Principal.Connector).
 func (s *Service) CreateConnectorToken(ctx context.Context, email, name string) (string, error) {
-	return s.createToken(ctx, email, TokenUser, name, true)
+	return s.CreateTokenFor(ctx, email, NewToken{Kind: TokenUser, Name: name}, true)
 }
 
-func (s *Service) createToken(ctx context.Context, email string, kind TokenKind, name string, connector bool) (string, error) {
+// CreateTokenFor issues a token, with its expiry and scope, for the user
+// with that email, as the system of their workspace (the command line);
+// connector marks a connector's user token. Audited as token.created.
+func (s *Service) CreateTokenFor(ctx context.Context, email string, nt NewToken, connector bool) (string, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return "", err
@@ -418,7 +421,7 @@ func (s *Service) createToken(ctx context.Context, email string, kind TokenKind,
 	if err != nil {
 		return "", err
 	}
-	token, _, err := s.issueToken(ctx, System(owner.WorkspaceID), owner, NewToken{Kind: kind, Name: name}, connector, time.Now())
+	token, _, err := s.issueToken(ctx, System(owner.WorkspaceID), owner, nt, connector, time.Now())
 	return token, err
 }
 
