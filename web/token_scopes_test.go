@@ -82,6 +82,13 @@ func TestTokenScope_ToolsScopedTokenCannotCallAnotherTool(t *testing.T) {
 	_, conv := e.api("POST", "/api/v1/conversations", user, map[string]any{"title": "c"})
 	id := conv["id"].(string)
 	e.api("PATCH", "/api/v1/conversations/"+id, user, map[string]any{"permission_mode": "auto"})
+	// The token knows its scope.
+	if _, me := e.api("GET", "/api/v1/me", scoped, nil); me["token"].(map[string]any)["scope"] == nil {
+		t.Fatalf("me: %v", me)
+	}
+	if _, me := e.api("GET", "/api/v1/me", user, nil); me["token"].(map[string]any)["scope"] != nil {
+		t.Fatalf("an unscoped token's me: %v", me)
+	}
 
 	list := map[string]any{"tool": "records.put", "arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "store a note"}
 	resp, body := e.api("POST", "/api/v1/conversations/"+id+"/tool-calls", scoped, list)
@@ -113,5 +120,28 @@ func TestTokenScope_ExpiredTokenIs401(t *testing.T) {
 	resp, body := e.api("GET", "/api/v1/me", tok, nil)
 	if resp.StatusCode != http.StatusUnauthorized || body["type"] != "urn:gatehouse:problem:unauthorized" || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("after expiry: %d %v", resp.StatusCode, body)
+	}
+}
+
+func TestTokenScope_ReadOnlyUserTokenCannotApplyAChange(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("owner@example.com", auth.RoleMember)
+	user := e.token("owner@example.com", auth.TokenUser)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	reader := e.scopedToken("owner@example.com", auth.NewToken{Kind: auth.TokenUser, Name: "read-only script", ReadOnly: true})
+	_, conv := e.api("POST", "/api/v1/conversations", user, map[string]any{"title": "c"})
+	_, pending := e.api("POST", "/api/v1/conversations/"+conv["id"].(string)+"/tool-calls", agent, map[string]any{"tool": "records.put",
+		"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "store a note"})
+	pid := pending["proposal_id"].(string)
+	resp, body := e.api("POST", "/api/v1/proposals/"+pid+"/apply", reader, map[string]any{})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(tokenRefusal(body), "read-only") {
+		t.Fatalf("read-only apply: %d %v", resp.StatusCode, body)
+	}
+	if _, p := e.api("GET", "/api/v1/proposals/"+pid, user, nil); p["status"] != "pending" {
+		t.Fatalf("the proposal is %v", p["status"])
+	}
+	if resp, body := e.api("POST", "/api/v1/proposals/"+pid+"/apply", user, map[string]any{}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("unscoped apply: %d %v", resp.StatusCode, body)
 	}
 }

@@ -1098,6 +1098,12 @@ type Me struct {
 		Id        openapi_types.UUID `json:"id"`
 		Kind      MeTokenKind        `json:"kind"`
 		Name      string             `json:"name"`
+
+		// Scope Only on a scoped token: the decision blocks a call to a tool outside tools (null: every tool) and, when read_only, any call that is not a read.
+		Scope *struct {
+			ReadOnly bool      `json:"read_only"`
+			Tools    *[]string `json:"tools"`
+		} `json:"scope,omitempty"`
 	} `json:"token"`
 	UserId      openapi_types.UUID `json:"user_id"`
 	WorkspaceId openapi_types.UUID `json:"workspace_id"`
