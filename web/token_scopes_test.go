@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,25 @@ func TestTokenScope_ReadOnlyUserTokenCannotApplyAChange(t *testing.T) {
 	}
 	if resp, body := e.api("POST", "/api/v1/proposals/"+pid+"/apply", user, map[string]any{}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("unscoped apply: %d %v", resp.StatusCode, body)
+	}
+}
+
+func TestTokenScope_MCPListsOnlyTheToolsTheTokenMayCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.user("owner@example.com", auth.RoleMember)
+	reader := e.scopedToken("owner@example.com", auth.NewToken{Kind: auth.TokenAgent, Name: "reader", Tools: []string{"records.get", "records.put"}, ReadOnly: true})
+	s := e.mustMCP(reader, "claude-code", nil)
+	res, err := s.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if strings.Join(names, " ") != "check_proposal records.get" {
+		t.Fatalf("tools/list = %v", names)
 	}
 }

@@ -163,6 +163,15 @@ type TokenScope struct {
 	ReadOnly bool     `json:"read_only"`
 }
 
+// Allows reports whether the scope lets a call to tool, of that effect,
+// through: a nil scope allows everything; an unknown effect is not a read.
+func (ts *TokenScope) Allows(tool string, effect Effect) bool {
+	if ts == nil {
+		return true
+	}
+	return (ts.Tools == nil || slices.Contains(ts.Tools, tool)) && (!ts.ReadOnly || effect == EffectRead)
+}
+
 // ScopeLayer is the scope gate. In a conversation it follows
 // DecideToolDisposition: auto-run and auto-apply are allowed, propose is
 // review_required. In a notebook it follows GateAction: auto is allowed,
@@ -286,16 +295,16 @@ func TokenLayer(c Call) Verdict {
 	switch {
 	case ts == nil:
 		return Verdict{LayerToken, StateAllowed, "The call is not made with a scoped token."}
+	case ts.Allows(c.Tool, c.Effect):
+		return Verdict{LayerToken, StateAllowed, "The call is within the token's scope."}
 	case ts.Tools != nil && !slices.Contains(ts.Tools, c.Tool):
 		tools := "no tools"
 		if len(ts.Tools) > 0 {
 			tools = "the tools " + strings.Join(ts.Tools, ", ")
 		}
 		return Verdict{LayerToken, StateBlocked, fmt.Sprintf("The token's scope allows only %s, so a call to %q is blocked.", tools, c.Tool)}
-	case ts.ReadOnly && c.Effect != EffectRead:
-		return Verdict{LayerToken, StateBlocked, fmt.Sprintf("The token's scope is read-only, so a %s call is blocked.", c.Effect)}
 	}
-	return Verdict{LayerToken, StateAllowed, "The call is within the token's scope."}
+	return Verdict{LayerToken, StateBlocked, fmt.Sprintf("The token's scope is read-only, so a %s call is blocked.", c.Effect)}
 }
 
 // Decision is the outcome of Decide: the final state, how the call reaches
