@@ -70,6 +70,10 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	receipt := e.executionReceipt("email.send.external")
 	_, flagged := e.api("POST", "/api/v1/receipts/"+receipt+"/violation", user, map[string]any{"category": "other", "reason": "a violation to clear"})
 	violation := flagged["id"].(string)
+	var tokenID string
+	if err := e.pool.QueryRow(t.Context(), "SELECT id::text FROM api_tokens WHERE name = 'test agent' LIMIT 1").Scan(&tokenID); err != nil {
+		t.Fatal(err)
+	}
 	toolCall := `{"tool": "records.put", "arguments": {"collection": "c", "key": %s, "value": {}}, "rationale": "a hostile call"}`
 	routes := []hostileRoute{
 		{"POST", "/api/v1/conversations", `{"title": %s}`, false, user},
@@ -113,6 +117,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/trust/thresholds", "action_class=%s&ci_low=0.9&min_samples=10", true, ""},
 		{"POST", "/trust/violations/" + violation + "/clear", "note=%s", true, ""},
 		{"POST", "/signin", "email=%s&password=x", true, ""},
+		{"POST", "/tokens", "kind=agent&name=%s", true, ""},
+		{"POST", "/tokens/" + tokenID + "/revoke", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
 	}
