@@ -10,7 +10,9 @@ help: ## list the targets
 
 .PHONY: run
 run: ensure-postgres ## run the server on 127.0.0.1:8080 (its own PostgreSQL unless DATABASE_URL is set)
-	$(GO) run ./cmd/gatehouse serve
+	@echo "building gatehouse (the first build downloads and compiles its modules: a minute or two)…"
+	@$(GO) build -o bin/gatehouse ./cmd/gatehouse
+	bin/gatehouse serve
 
 .PHONY: test
 test: ensure-postgres ensure-python ## run every test (race detector on) against a real PostgreSQL
@@ -55,14 +57,15 @@ build: ## build bin/gatehouse
 	$(GO) build -o bin/gatehouse ./cmd/gatehouse
 
 .PHONY: generate
-generate: ## regenerate sqlc and templ code
+generate: ## regenerate sqlc, templ and the REST client (web/client from web/openapi.yaml)
 	$(GO) tool sqlc generate
 	$(GO) tool templ generate
+	$(GO) tool oapi-codegen -config web/client.cfg.yaml web/openapi.yaml
 
 .PHONY: check-generated
 check-generated: generate ## fail when generated code is not what the sources produce
-	@if [ -n "$$(git status --porcelain -- db views)" ]; then \
-		echo "generated code is stale; run 'make generate' and commit:"; git status --short -- db views; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- db views web/client)" ]; then \
+		echo "generated code is stale; run 'make generate' and commit:"; git status --short -- db views web/client; exit 1; fi
 
 .PHONY: lint
 lint: ## go vet (with and without the e2e tag) and gofmt

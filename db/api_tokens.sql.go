@@ -13,18 +13,21 @@ import (
 )
 
 const createAPIToken = `-- name: CreateAPIToken :one
-INSERT INTO api_tokens (workspace_id, user_id, kind, name, token_hash, connector)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO api_tokens (workspace_id, user_id, kind, name, token_hash, connector, expires_at, scope_tools, scope_read_only)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING id, workspace_id, user_id, kind, name, created_at
 `
 
 type CreateAPITokenParams struct {
-	WorkspaceID uuid.UUID
-	UserID      uuid.UUID
-	Kind        string
-	Name        string
-	TokenHash   []byte
-	Connector   bool
+	WorkspaceID   uuid.UUID
+	UserID        uuid.UUID
+	Kind          string
+	Name          string
+	TokenHash     []byte
+	Connector     bool
+	ExpiresAt     *time.Time
+	ScopeTools    []string
+	ScopeReadOnly bool
 }
 
 type CreateAPITokenRow struct {
@@ -44,6 +47,9 @@ func (q *Queries) CreateAPIToken(ctx context.Context, arg CreateAPITokenParams) 
 		arg.Name,
 		arg.TokenHash,
 		arg.Connector,
+		arg.ExpiresAt,
+		arg.ScopeTools,
+		arg.ScopeReadOnly,
 	)
 	var i CreateAPITokenRow
 	err := row.Scan(
@@ -57,13 +63,106 @@ func (q *Queries) CreateAPIToken(ctx context.Context, arg CreateAPITokenParams) 
 	return i, err
 }
 
+const getAPIToken = `-- name: GetAPIToken :one
+SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, t.revoked_at
+FROM api_tokens t WHERE t.id = $1
+`
+
+type GetAPITokenRow struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	UserID      uuid.UUID
+	Kind        string
+	Name        string
+	RevokedAt   *time.Time
+}
+
+func (q *Queries) GetAPIToken(ctx context.Context, id uuid.UUID) (GetAPITokenRow, error) {
+	row := q.db.QueryRow(ctx, getAPIToken, id)
+	var i GetAPITokenRow
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.UserID,
+		&i.Kind,
+		&i.Name,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
+const listAPITokens = `-- name: ListAPITokens :many
+SELECT t.id, t.user_id, u.email, t.kind, t.name, t.connector, t.created_at, t.last_used_at, t.expires_at, t.revoked_at,
+       t.scope_tools, t.scope_read_only
+FROM api_tokens t JOIN users u ON u.id = t.user_id
+WHERE t.workspace_id = $1
+  AND ($2::uuid IS NULL OR t.user_id = $2)
+ORDER BY t.created_at DESC, t.id
+`
+
+type ListAPITokensParams struct {
+	WorkspaceID uuid.UUID
+	UserID      uuid.NullUUID
+}
+
+type ListAPITokensRow struct {
+	ID            uuid.UUID
+	UserID        uuid.UUID
+	Email         string
+	Kind          string
+	Name          string
+	Connector     bool
+	CreatedAt     time.Time
+	LastUsedAt    *time.Time
+	ExpiresAt     *time.Time
+	RevokedAt     *time.Time
+	ScopeTools    []string
+	ScopeReadOnly bool
+}
+
+// The workspace's tokens, newest first; only those of one user when
+// user_id is set.
+func (q *Queries) ListAPITokens(ctx context.Context, arg ListAPITokensParams) ([]ListAPITokensRow, error) {
+	rows, err := q.db.Query(ctx, listAPITokens, arg.WorkspaceID, arg.UserID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListAPITokensRow{}
+	for rows.Next() {
+		var i ListAPITokensRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.UserID,
+			&i.Email,
+			&i.Kind,
+			&i.Name,
+			&i.Connector,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.ScopeTools,
+			&i.ScopeReadOnly,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lookupAPIToken = `-- name: LookupAPIToken :one
-SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, t.connector, u.email, m.role,
+SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, t.connector, t.scope_tools, t.scope_read_only, u.email, m.role,
        ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM api_tokens t
 JOIN users u ON u.id = t.user_id
 JOIN workspace_members m ON m.workspace_id = t.workspace_id AND m.user_id = t.user_id
 WHERE t.token_hash = $1 AND t.revoked_at IS NULL
+  AND (t.expires_at IS NULL OR t.expires_at > now())
 `
 
 type LookupAPITokenRow struct {
@@ -73,13 +172,16 @@ type LookupAPITokenRow struct {
 	Kind          string
 	Name          string
 	Connector     bool
+	ScopeTools    []string
+	ScopeReadOnly bool
 	Email         string
 	Role          string
 	ApproverRoles []string
 }
 
-// Resolves a live token to its owner, the owner's role in the token's
-// workspace and the named approver roles they hold there.
+// Resolves a live token (not revoked, not expired) to its owner, the
+// owner's role in the token's workspace, the named approver roles they
+// hold there and the token's scope.
 func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupAPITokenRow, error) {
 	row := q.db.QueryRow(ctx, lookupAPIToken, tokenHash)
 	var i LookupAPITokenRow
@@ -90,6 +192,8 @@ func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupA
 		&i.Kind,
 		&i.Name,
 		&i.Connector,
+		&i.ScopeTools,
+		&i.ScopeReadOnly,
 		&i.Email,
 		&i.Role,
 		&i.ApproverRoles,

@@ -13,16 +13,19 @@ import (
 )
 
 type ApiToken struct {
-	ID          uuid.UUID
-	WorkspaceID uuid.UUID
-	UserID      uuid.UUID
-	Kind        string
-	Name        string
-	TokenHash   []byte
-	CreatedAt   time.Time
-	LastUsedAt  *time.Time
-	RevokedAt   *time.Time
-	Connector   bool
+	ID            uuid.UUID
+	WorkspaceID   uuid.UUID
+	UserID        uuid.UUID
+	Kind          string
+	Name          string
+	TokenHash     []byte
+	CreatedAt     time.Time
+	LastUsedAt    *time.Time
+	RevokedAt     *time.Time
+	Connector     bool
+	ExpiresAt     *time.Time
+	ScopeTools    []string
+	ScopeReadOnly bool
 }
 
 type Approval struct {
@@ -290,10 +293,11 @@ type UpstreamTool struct {
 }
 
 type User struct {
-	ID           uuid.UUID
-	Email        string
-	PasswordHash string
-	CreatedAt    time.Time
+	ID                uuid.UUID
+	Email             string
+	PasswordHash      string
+	CreatedAt         time.Time
+	PasswordChangedAt *time.Time
 }
 
 type Workspace struct {

@@ -39,7 +39,7 @@ func (q *Queries) CountAdmins(ctx context.Context, workspaceID uuid.UUID) (int64
 }
 
 const createUser = `-- name: CreateUser :one
-INSERT INTO users (email, password_hash) VALUES ($1, $2) RETURNING id, email, password_hash, created_at
+INSERT INTO users (email, password_hash) VALUES ($1, $2) RETURNING id, email, password_hash, created_at, password_changed_at
 `
 
 type CreateUserParams struct {
@@ -55,6 +55,7 @@ func (q *Queries) CreateUser(ctx context.Context, arg CreateUserParams) (User, e
 		&i.Email,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.PasswordChangedAt,
 	)
 	return i, err
 }
@@ -86,7 +87,7 @@ func (q *Queries) GetMemberByEmail(ctx context.Context, arg GetMemberByEmailPara
 }
 
 const getMembership = `-- name: GetMembership :one
-SELECT u.id AS user_id, u.email, m.workspace_id, m.role,
+SELECT u.id AS user_id, u.email, m.workspace_id, m.role, u.password_changed_at,
        ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM workspace_members m JOIN users u ON u.id = m.user_id
 WHERE m.user_id = $1
@@ -95,11 +96,12 @@ LIMIT 1
 `
 
 type GetMembershipRow struct {
-	UserID        uuid.UUID
-	Email         string
-	WorkspaceID   uuid.UUID
-	Role          string
-	ApproverRoles []string
+	UserID            uuid.UUID
+	Email             string
+	WorkspaceID       uuid.UUID
+	Role              string
+	PasswordChangedAt *time.Time
+	ApproverRoles     []string
 }
 
 // The user's first workspace, their role and their named approver roles there.
@@ -111,13 +113,14 @@ func (q *Queries) GetMembership(ctx context.Context, userID uuid.UUID) (GetMembe
 		&i.Email,
 		&i.WorkspaceID,
 		&i.Role,
+		&i.PasswordChangedAt,
 		&i.ApproverRoles,
 	)
 	return i, err
 }
 
 const getUser = `-- name: GetUser :one
-SELECT id, email, password_hash, created_at FROM users WHERE id = $1
+SELECT id, email, password_hash, created_at, password_changed_at FROM users WHERE id = $1
 `
 
 func (q *Queries) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
@@ -128,12 +131,13 @@ func (q *Queries) GetUser(ctx context.Context, id uuid.UUID) (User, error) {
 		&i.Email,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.PasswordChangedAt,
 	)
 	return i, err
 }
 
 const getUserByEmail = `-- name: GetUserByEmail :one
-SELECT id, email, password_hash, created_at FROM users WHERE email = $1
+SELECT id, email, password_hash, created_at, password_changed_at FROM users WHERE email = $1
 `
 
 func (q *Queries) GetUserByEmail(ctx context.Context, email string) (User, error) {
@@ -144,6 +148,7 @@ func (q *Queries) GetUserByEmail(ctx context.Context, email string) (User, error
 		&i.Email,
 		&i.PasswordHash,
 		&i.CreatedAt,
+		&i.PasswordChangedAt,
 	)
 	return i, err
 }
@@ -198,4 +203,22 @@ SELECT pg_advisory_xact_lock(4242001)
 func (q *Queries) LockFirstAdmin(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, lockFirstAdmin)
 	return err
+}
+
+const setPassword = `-- name: SetPassword :execrows
+UPDATE users SET password_hash = $2, password_changed_at = now() WHERE id = $1
+`
+
+type SetPasswordParams struct {
+	ID           uuid.UUID
+	PasswordHash string
+}
+
+// A new password; sessions that signed in before it end.
+func (q *Queries) SetPassword(ctx context.Context, arg SetPasswordParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setPassword, arg.ID, arg.PasswordHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -72,7 +72,7 @@ func HomePage(s Shell, v HomeView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</span>.</p><p>Gatehouse stands between AI agents and the tools they call: every call is proposed, classified and decided, and every outcome is audited.</p><h2>Connect an agent</h2><p>Create a token for an agent on the command line, then send it as <code>Authorization: Bearer …</code> to the REST API described at <a href=\"/api/v1/openapi.yaml\">/api/v1/openapi.yaml</a>.</p><pre><code>gatehouse token create --email ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</span>.</p><p>Gatehouse stands between AI agents and the tools they call: every call is proposed, classified and decided, and every outcome is audited.</p><h2>Connect an agent</h2><p>Create a token for an agent on the <a href=\"/tokens\">tokens page</a> or on the command line, then send it as <code>Authorization: Bearer …</code> to the REST API described at <a href=\"/api/v1/openapi.yaml\">/api/v1/openapi.yaml</a>.</p><pre><code>gatehouse token create --email ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

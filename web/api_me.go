@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/policy"
 )
 
 type meToken struct {
@@ -12,6 +14,8 @@ type meToken struct {
 	Name string `json:"name"`
 	// Connector is set only on a connector's token.
 	Connector bool `json:"connector,omitempty"`
+	// Scope is set only on a scoped token.
+	Scope *policy.TokenScope `json:"scope,omitempty"`
 }
 
 type meResponse struct {
@@ -27,6 +31,6 @@ func (s *Server) apiMe(c echo.Context) error {
 	p := principal(c)
 	return c.JSON(http.StatusOK, meResponse{
 		UserID: p.UserID.String(), Email: p.Email, WorkspaceID: p.WorkspaceID.String(), Role: string(p.Role),
-		Token: meToken{ID: p.TokenID.String(), Kind: string(p.TokenKind), Name: p.TokenName, Connector: p.Connector},
+		Token: meToken{ID: p.TokenID.String(), Kind: string(p.TokenKind), Name: p.TokenName, Connector: p.Connector, Scope: p.TokenScope},
 	})
 }

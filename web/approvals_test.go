@@ -101,7 +101,7 @@ func TestApprovalsAPI_QueueApproveRejectAndExpiry(t *testing.T) {
 	// The detail, with every layer's reason.
 	status, d := adminJSON(t, e, "GET", "/admin/approvals/"+first["approval_id"].(string), approver, nil)
 	layers, _ := d["decision"].(map[string]any)["layers"].([]any)
-	if status != http.StatusOK || d["status"] != "approved" || len(layers) != 5 {
+	if status != http.StatusOK || d["status"] != "approved" || len(layers) != 6 {
 		t.Fatalf("detail: %d %v", status, d)
 	}
 	if status, _ := adminJSON(t, e, "GET", "/admin/approvals/"+uuid.NewString(), approver, nil); status != http.StatusNotFound {

@@ -151,10 +151,10 @@ func TestDecisions_DryRunShowsEveryLayerAndWritesOnlyAnAuditRow(t *testing.T) {
 
 	resp, d := e.api("POST", "/api/v1/decisions", agent, map[string]any{"conversation_id": conv["id"], "tool": "records.delete", "arguments": del})
 	layers, _ := d["layers"].([]any)
-	if resp.StatusCode != http.StatusOK || d["state"] != "review_required" || d["disposition"] != "propose" || len(layers) != 5 {
+	if resp.StatusCode != http.StatusOK || d["state"] != "review_required" || d["disposition"] != "propose" || len(layers) != 6 {
 		t.Fatalf("conversation delete: %d %v", resp.StatusCode, d)
 	}
-	names := []string{"scope", "contract", "risk", "class", "constraints"}
+	names := []string{"scope", "contract", "risk", "class", "constraints", "token"}
 	for i, l := range layers {
 		l := l.(map[string]any)
 		if l["layer"] != names[i] || l["reason"] == "" {

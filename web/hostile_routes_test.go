@@ -72,6 +72,10 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	violation := flagged["id"].(string)
 	_, fb := e.api("POST", "/api/v1/feedback", agent, map[string]any{"attempted_action": "a", "expected_outcome": "b", "actual_outcome": "c",
 		"severity": "low", "rationale": "an item to triage"})
+	var tokenID string
+	if err := e.pool.QueryRow(t.Context(), "SELECT id::text FROM api_tokens WHERE name = 'test agent' LIMIT 1").Scan(&tokenID); err != nil {
+		t.Fatal(err)
+	}
 	toolCall := `{"tool": "records.put", "arguments": {"collection": "c", "key": %s, "value": {}}, "rationale": "a hostile call"}`
 	routes := []hostileRoute{
 		{"POST", "/api/v1/conversations", `{"title": %s}`, false, user},
@@ -117,6 +121,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/trust/violations/" + violation + "/clear", "note=%s", true, ""},
 		{"POST", "/signin", "email=%s&password=x", true, ""},
 		{"POST", "/admin/feedback/" + fb["id"].(string) + "/status", "status=triaged&note=%s", true, ""},
+		{"POST", "/tokens", "kind=agent&name=%s", true, ""},
+		{"POST", "/tokens/" + tokenID + "/revoke", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
 	}

@@ -23,6 +23,10 @@ import (
 const (
 	principalKey  = "principal"
 	sessionUserID = "user_id"
+	// sessionSignedInAt is when the session signed in, in Unix
+	// microseconds: a session older than its user's last password change
+	// is refused.
+	sessionSignedInAt = "signed_in_at"
 )
 
 // logRequests writes one structured log line per request.
@@ -102,7 +106,7 @@ func (s *Server) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 		ctx := c.Request().Context()
 		id, err := uuid.Parse(s.sessions.GetString(ctx, sessionUserID))
 		if err == nil {
-			p, perr := s.auth.PrincipalForUser(ctx, id)
+			p, perr := s.auth.SessionPrincipal(ctx, id, time.UnixMicro(s.sessions.GetInt64(ctx, sessionSignedInAt)))
 			if perr == nil {
 				c.Set(principalKey, p)
 				return next(c)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -43,6 +44,8 @@ func (s *Server) signIn(c echo.Context) error {
 		return err
 	}
 	s.sessions.Put(ctx, sessionUserID, p.UserID.String())
+	// A password reset after this moment ends the session (requireUser).
+	s.sessions.Put(ctx, sessionSignedInAt, time.Now().UnixMicro())
 	s.rotateCSRF(c)
 	return c.Redirect(http.StatusSeeOther, form.Next)
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,8 +114,14 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 	if len(args) > 0 && args[0] == "role" {
 		return userRoleCommand(ctx, args[1:], getenv, stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "list" {
+		return userListCommand(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "reset-password" {
+		return userResetPasswordCommand(ctx, args[1:], getenv, stdin, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "create" {
-		return usageError("user needs create or role")
+		return usageError("user needs create, list, reset-password or role")
 	}
 	var email, role string
 	cfg, err := loadConfig("user create", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
@@ -145,6 +152,66 @@ func userCommand(ctx context.Context, args []string, getenv func(string) string,
 			return err
 		}
 		fmt.Fprintf(stdout, "created %s user %s (%s)\n", r, strings.ToLower(email), id)
+		return nil
+	})
+}
+
+// userListCommand is "user list": every member of the default workspace,
+// their role and the named approver roles they hold.
+func userListCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig("user list", args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		ws, err := a.EnsureDefaultWorkspace(ctx)
+		if err != nil {
+			return err
+		}
+		members, err := a.Members(ctx, ws)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "EMAIL\tROLE\tAPPROVER ROLES")
+		for _, m := range members {
+			roles := strings.Join(m.ApproverRoles, ",")
+			if roles == "" {
+				roles = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Email, m.Role, roles)
+		}
+		return tw.Flush()
+	})
+}
+
+// userResetPasswordCommand is "user reset-password --email E": a new
+// password read from stdin (as user create reads it). Every browser
+// session the user signed in before it ends; their API tokens stay.
+func userResetPasswordCommand(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var email string
+	cfg, err := loadConfig("user reset-password", args, getenv, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "the user's email")
+	})
+	if err != nil {
+		return err
+	}
+	if email == "" {
+		return usageError("user reset-password needs --email")
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		ws, err := a.EnsureDefaultWorkspace(ctx)
+		if err != nil {
+			return err
+		}
+		if err := a.SetPassword(ctx, ws, email, password); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "reset the password of %s; their browser sessions have ended\n", strings.ToLower(strings.TrimSpace(email)))
 		return nil
 	})
 }
@@ -244,8 +311,11 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 }
 
 func tokenCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke") {
-		return usageError("token needs create or revoke")
+	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke" && args[0] != "list") {
+		return usageError("token needs create, list or revoke")
+	}
+	if args[0] == "list" {
+		return tokenListCommand(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if args[0] == "revoke" {
 		var id string
@@ -267,9 +337,12 @@ func tokenCommand(ctx context.Context, args []string, getenv func(string) string
 			return nil
 		})
 	}
-	var email, kind, name string
-	var connector bool
+	var email, kind, name, expires, toolList string
+	var connector, readOnly bool
 	cfg, err := loadConfig("token create", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&expires, "expires", "", "the last day (YYYY-MM-DD, UTC) the token works; empty: it never expires")
+		fs.StringVar(&toolList, "tools", "", "the only tools the token may call, comma-separated; empty: every tool")
+		fs.BoolVar(&readOnly, "read-only", false, "the token may call only tools that read")
 		fs.StringVar(&email, "email", "", "the owner's email")
 		fs.StringVar(&kind, "kind", "agent", "agent (acts for an agent on the owner's behalf) or user (acts as the owner)")
 		fs.StringVar(&name, "name", "", "a name for the agent or script")
@@ -284,17 +357,75 @@ func tokenCommand(ctx context.Context, args []string, getenv func(string) string
 	if connector && kind != string(auth.TokenUser) {
 		return usageError("token create --connector makes a user token: pass --kind user (an agent's evidence is never upgraded)")
 	}
-	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
-		create := func() (string, error) { return a.CreateToken(ctx, email, auth.TokenKind(kind), name) }
-		if connector {
-			create = func() (string, error) { return a.CreateConnectorToken(ctx, email, name) }
+	nt := auth.NewToken{Kind: auth.TokenKind(kind), Name: name, ReadOnly: readOnly}
+	if expires != "" {
+		day, err := time.Parse(time.DateOnly, expires)
+		if err != nil {
+			return usageError("--expires must be a date (YYYY-MM-DD)")
 		}
-		token, err := create()
+		end := day.AddDate(0, 0, 1) // it works through that day
+		nt.ExpiresAt = &end
+	}
+	if toolList != "" {
+		nt.Tools = strings.Split(toolList, ",")
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		token, err := a.CreateTokenFor(ctx, email, nt, connector)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, token)
 		return nil
+	})
+}
+
+// tokenListCommand is "token list [--email E]": the tokens of the default
+// workspace (of one member with --email), newest first, never their
+// secrets.
+func tokenListCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var email string
+	cfg, err := loadConfig("token list", args, getenv, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&email, "email", "", "only this member's tokens")
+	})
+	if err != nil {
+		return err
+	}
+	return withAuth(ctx, cfg, stderr, func(a *auth.Service, _ *slog.Logger) error {
+		ws, err := a.EnsureDefaultWorkspace(ctx)
+		if err != nil {
+			return err
+		}
+		var tokens []auth.Token
+		if email != "" {
+			tokens, err = a.ListTokensOf(ctx, ws, email)
+		} else {
+			tokens, err = a.ListTokens(ctx, auth.System(ws), true)
+		}
+		if err != nil {
+			return err
+		}
+		when := func(t *time.Time) string {
+			if t == nil {
+				return "-"
+			}
+			return t.UTC().Format(time.RFC3339)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tKIND\tNAME\tOWNER\tCREATED\tLAST USED\tEXPIRES\tREVOKED\tSCOPE")
+		for _, t := range tokens {
+			scope := "-"
+			switch {
+			case t.Tools != nil && t.ReadOnly:
+				scope = "read-only:" + strings.Join(t.Tools, ",")
+			case t.Tools != nil:
+				scope = "tools:" + strings.Join(t.Tools, ",")
+			case t.ReadOnly:
+				scope = "read-only"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Name, t.Email,
+				when(&t.CreatedAt), when(t.LastUsedAt), when(t.ExpiresAt), when(t.RevokedAt), scope)
+		}
+		return tw.Flush()
 	})
 }
 

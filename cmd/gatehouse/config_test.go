@@ -86,7 +86,7 @@ func TestServe_ABadPolicyFileStopsItNamingTheLine(t *testing.T) {
 	if err := os.WriteFile(path, []byte("upstreams:\n  - name: files\n    url: http://127.0.0.1:9/mcp\n    timeout: soon\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"GATEHOUSE_POLICY_FILE": path, "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+	env := map[string]string{"GATEHOUSE_POLICY_FILE": path, "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none", "GATEHOUSE_DATA_DIR": t.TempDir()}
 	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, strings.NewReader(""), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "line 4") || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("serve with a bad policy file: %v", err)

@@ -82,10 +82,17 @@ Commands:
   user role grant|revoke --email E --role R
                              give or take a named approver role (finance-approver)
   user role list             print each named approver role and its holder
+  user list                  print every member, their role and approver roles
+  user reset-password --email E
+                             set a new password (read from stdin); the user's
+                             browser sessions end, their tokens stay
   token create --email E --kind agent|user --name N [--connector]
+               [--expires YYYY-MM-DD] [--tools T1,T2] [--read-only]
                              print a new API token (shown once); --connector
                              (with --kind user) for a connector, whose
-                             evidence weighs 0.3
+                             evidence weighs 0.3; --tools and --read-only
+                             narrow what it may call
+  token list [--email E]     print the tokens (never their secrets)
   token revoke --id ID       revoke an API token
   db url                     print the database URL (starts the embedded one if needed)
   audit purge                delete the audit rows past their retention

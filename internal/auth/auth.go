@@ -4,9 +4,7 @@ package auth
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -25,6 +23,8 @@ import (
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/policy"
 )
 
 // Role is a user's role in a workspace.
@@ -74,6 +74,10 @@ type Principal struct {
 	// calendar) acts with: its judgments are weighed as a connector's
 	// evidence, not the principal's. Agent tokens are never connectors.
 	Connector bool
+	// TokenScope narrows what the token may call (the decision's token
+	// layer); nil for sessions and unscoped tokens. Never change it in
+	// place: cached principals share it.
+	TokenScope *policy.TokenScope
 	// ApproverRoles are the named approver roles the user holds in the
 	// workspace (finance-approver…), read when the request authenticated.
 	// The resolving transaction reads them again from the rows.
@@ -295,6 +299,64 @@ func (s *Service) PrincipalForUser(ctx context.Context, userID uuid.UUID) (Princ
 	return Principal{UserID: m.UserID, Email: m.Email, WorkspaceID: m.WorkspaceID, Role: Role(m.Role), ApproverRoles: m.ApproverRoles}, nil
 }
 
+// SessionPrincipal loads the principal of a browser session that signed in
+// at signedInAt: a session that signed in before its user's password last
+// changed (gatehouse user reset-password) is over, EUNAUTH.
+func (s *Service) SessionPrincipal(ctx context.Context, userID uuid.UUID, signedInAt time.Time) (Principal, error) {
+	m, err := s.q.GetMembership(ctx, userID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, apperr.Errorf(apperr.EUNAUTH, "Sign in again.")
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("auth: membership: %w", err)
+	}
+	if m.PasswordChangedAt != nil && signedInAt.Before(*m.PasswordChangedAt) {
+		return Principal{}, apperr.Errorf(apperr.EUNAUTH, "The password changed: sign in again.")
+	}
+	return Principal{UserID: m.UserID, Email: m.Email, WorkspaceID: m.WorkspaceID, Role: Role(m.Role), ApproverRoles: m.ApproverRoles}, nil
+}
+
+// SetPassword gives the user with that email a new password (the command
+// line's reset-password), ends every browser session that signed in before
+// it, and audits user.password_reset. Their API tokens are left alone.
+func (s *Service) SetPassword(ctx context.Context, workspaceID uuid.UUID, email, password string) error {
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return err
+	}
+	if len([]rune(password)) < MinPasswordLength {
+		return apperr.Invalid(fmt.Sprintf("The password must have at least %d characters.", MinPasswordLength),
+			apperr.FieldError{Field: "password", Message: fmt.Sprintf("must have at least %d characters", MinPasswordLength)})
+	}
+	hash, err := HashPassword(password, s.params)
+	if err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("auth: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	m, err := q.GetMemberByEmail(ctx, db.GetMemberByEmailParams{WorkspaceID: workspaceID, Email: email})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return apperr.Errorf(apperr.ENOTFOUND, "No member of the workspace has the email %s.", email)
+	}
+	if err != nil {
+		return fmt.Errorf("auth: get member: %w", err)
+	}
+	if _, err := q.SetPassword(ctx, db.SetPasswordParams{ID: m.UserID, PasswordHash: hash}); err != nil {
+		return fmt.Errorf("auth: set password: %w", err)
+	}
+	if err := audit.Record(ctx, q, System(workspaceID), workspaceID, "user.password_reset", "user", m.UserID.String(), map[string]any{"email": email}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("auth: commit: %w", err)
+	}
+	return nil
+}
+
 // EnsureAdmin creates the first admin when the workspace has none. With an
 // empty password it generates one; it returns the password it set (to be
 // shown once) or "" when an admin existed already. Safe to race: a
@@ -331,23 +393,19 @@ const tokenPrefix = "gh_"
 // CreateToken issues an API token for the user with that email. The token
 // is returned once; only its SHA-256 is stored.
 func (s *Service) CreateToken(ctx context.Context, email string, kind TokenKind, name string) (string, error) {
-	return s.createToken(ctx, email, kind, name, false)
+	return s.CreateTokenFor(ctx, email, NewToken{Kind: kind, Name: name}, false)
 }
 
 // CreateConnectorToken issues a user token for a connector acting for the
 // user with that email (see Principal.Connector).
 func (s *Service) CreateConnectorToken(ctx context.Context, email, name string) (string, error) {
-	return s.createToken(ctx, email, TokenUser, name, true)
+	return s.CreateTokenFor(ctx, email, NewToken{Kind: TokenUser, Name: name}, true)
 }
 
-func (s *Service) createToken(ctx context.Context, email string, kind TokenKind, name string, connector bool) (string, error) {
-	if kind != TokenAgent && kind != TokenUser {
-		return "", apperr.Invalid("kind must be agent or user", apperr.FieldError{Field: "kind", Message: "must be agent or user"})
-	}
-	name = strings.TrimSpace(name)
-	if name == "" || utf8.RuneCountInString(name) > 100 {
-		return "", apperr.Invalid("name must have 1 to 100 characters", apperr.FieldError{Field: "name", Message: "must have 1 to 100 characters"})
-	}
+// CreateTokenFor issues a token, with its expiry and scope, for the user
+// with that email, as the system of their workspace (the command line);
+// connector marks a connector's user token. Audited as token.created.
+func (s *Service) CreateTokenFor(ctx context.Context, email string, nt NewToken, connector bool) (string, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return "", err
@@ -359,26 +417,16 @@ func (s *Service) createToken(ctx context.Context, email string, kind TokenKind,
 	if err != nil {
 		return "", fmt.Errorf("auth: get user: %w", err)
 	}
-	p, err := s.PrincipalForUser(ctx, u.ID)
+	owner, err := s.PrincipalForUser(ctx, u.ID)
 	if err != nil {
 		return "", err
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", fmt.Errorf("auth: token: %w", err)
-	}
-	token := tokenPrefix + string(kind[0]) + "_" + base64.RawURLEncoding.EncodeToString(raw)
-	sum := sha256.Sum256([]byte(token))
-	if _, err := s.q.CreateAPIToken(ctx, db.CreateAPITokenParams{
-		WorkspaceID: p.WorkspaceID, UserID: u.ID, Kind: string(kind), Name: name, TokenHash: sum[:], Connector: connector,
-	}); err != nil {
-		return "", fmt.Errorf("auth: store token: %w", err)
-	}
-	return token, nil
+	token, _, err := s.issueToken(ctx, System(owner.WorkspaceID), owner, nt, connector, time.Now())
+	return token, err
 }
 
 // ErrBadToken is the one answer to a wrong, unknown or revoked token.
-var ErrBadToken = apperr.Errorf(apperr.EUNAUTH, "The bearer token is missing, unknown or revoked.")
+var ErrBadToken = apperr.Errorf(apperr.EUNAUTH, "The bearer token is missing, unknown, revoked or expired.")
 
 // AuthenticateToken resolves a bearer token to its principal.
 func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principal, error) {
@@ -401,6 +449,9 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
 		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, Connector: row.Connector, ApproverRoles: row.ApproverRoles,
 	}
+	if row.ScopeTools != nil || row.ScopeReadOnly {
+		p.TokenScope = &policy.TokenScope{Tools: row.ScopeTools, ReadOnly: row.ScopeReadOnly}
+	}
 	// Best effort, and at most once a minute per token (the query says so
 	// too): a failed touch must not fail the request.
 	_ = s.q.TouchAPIToken(ctx, row.ID)
@@ -411,17 +462,17 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 // SweepTokenCache drops expired cached tokens; the server's sweeper calls it.
 func (s *Service) SweepTokenCache(now time.Time) { s.tokens.sweep(now) }
 
-// RevokeToken revokes a token by id.
+// RevokeToken revokes a token by id, as the system of its workspace (the
+// command line).
 func (s *Service) RevokeToken(ctx context.Context, id uuid.UUID) error {
-	n, err := s.q.RevokeAPIToken(ctx, id)
-	if err != nil {
-		return fmt.Errorf("auth: revoke token: %w", err)
-	}
-	if n == 0 {
+	t, err := s.q.GetAPIToken(ctx, id)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return apperr.Errorf(apperr.ENOTFOUND, "No live token has that id.")
 	}
-	s.tokens.forget(func(p Principal) bool { return p.TokenID == id })
-	return nil
+	if err != nil {
+		return fmt.Errorf("auth: get token: %w", err)
+	}
+	return s.RevokeTokenAs(ctx, System(t.WorkspaceID), id)
 }
 
 func isUniqueViolation(err error) bool {

@@ -177,7 +177,8 @@ type session struct {
 }
 
 // newSessionServer is the server of one session: every tool of the
-// registry, check_proposal, and the cheatsheets as resources.
+// registry that the session's token may call, check_proposal, and the
+// cheatsheets as resources.
 func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 	sess := &session{g: g, origin: c.Origin, chosen: c.Scope}
 	srv := sdk.NewServer(g.implementation(), &sdk.ServerOptions{
@@ -188,7 +189,11 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 	})
 	srv.AddReceivingMiddleware(sess.bindOnInitialize)
 	for _, t := range g.registry.List() {
-		srv.AddTool(g.mcpTool(t), sess.callTool(t.Name))
+		// A scoped token is shown only the tools it may call (its calls
+		// are decided with the token layer all the same).
+		if c.Principal.TokenScope.Allows(t.Name, t.Effect) {
+			srv.AddTool(g.mcpTool(t), sess.callTool(t.Name))
+		}
 	}
 	srv.AddTool(checkProposalTool(), sess.checkProposal)
 	if g.opts.Feedback != nil {

@@ -108,6 +108,7 @@ const (
 	LayerRisk        = "risk"
 	LayerClass       = "class"
 	LayerConstraints = "constraints"
+	LayerToken       = "token"
 )
 
 // Verdict is one layer's state and, always, a one-sentence reason.
@@ -148,6 +149,27 @@ type Call struct {
 	// Constraints names the constraints that will apply at execution, from
 	// the declaration or an approval.
 	Constraints []string `json:"constraints"`
+	// Tool is the tool's name, for the token layer.
+	Tool string `json:"tool,omitempty"`
+	// TokenScope narrows what the caller's API token may call; nil for a
+	// browser session or an unscoped token.
+	TokenScope *TokenScope `json:"token_scope,omitempty"`
+}
+
+// TokenScope is what an API token may call: only the listed tools (nil:
+// every tool; empty: none) and, when ReadOnly, only reads.
+type TokenScope struct {
+	Tools    []string `json:"tools"`
+	ReadOnly bool     `json:"read_only"`
+}
+
+// Allows reports whether the scope lets a call to tool, of that effect,
+// through: a nil scope allows everything; an unknown effect is not a read.
+func (ts *TokenScope) Allows(tool string, effect Effect) bool {
+	if ts == nil {
+		return true
+	}
+	return (ts.Tools == nil || slices.Contains(ts.Tools, tool)) && (!ts.ReadOnly || effect == EffectRead)
 }
 
 // ScopeLayer is the scope gate. In a conversation it follows
@@ -264,6 +286,27 @@ func ConstraintLayer(c Call) Verdict {
 	return Verdict{LayerConstraints, StateAllowedWithConstraints, "The call runs under constraints: " + strings.Join(c.Constraints, ", ") + "."}
 }
 
+// TokenLayer is the token's scope: a call to a tool outside the token's
+// tools, or a call that is not a read from a read-only token (an unknown
+// effect included), is blocked. A call without a scoped token is allowed
+// here, so the layer can only tighten.
+func TokenLayer(c Call) Verdict {
+	ts := c.TokenScope
+	switch {
+	case ts == nil:
+		return Verdict{LayerToken, StateAllowed, "The call is not made with a scoped token."}
+	case ts.Allows(c.Tool, c.Effect):
+		return Verdict{LayerToken, StateAllowed, "The call is within the token's scope."}
+	case ts.Tools != nil && !slices.Contains(ts.Tools, c.Tool):
+		tools := "no tools"
+		if len(ts.Tools) > 0 {
+			tools = "the tools " + strings.Join(ts.Tools, ", ")
+		}
+		return Verdict{LayerToken, StateBlocked, fmt.Sprintf("The token's scope allows only %s, so a call to %q is blocked.", tools, c.Tool)}
+	}
+	return Verdict{LayerToken, StateBlocked, fmt.Sprintf("The token's scope is read-only, so a %s call is blocked.", c.Effect)}
+}
+
 // Decision is the outcome of Decide: the final state, how the call reaches
 // effect, every layer's verdict in order, and the constraints to check at
 // execution.
@@ -277,8 +320,8 @@ type Decision struct {
 	ActionClass string `json:"action_class,omitempty"`
 }
 
-// Decide runs the scope, contract, risk, class and constraint layers in
-// that order; the final state is the strictest layer's, so no layer can
+// Decide runs the scope, contract, risk, class, constraint and token
+// layers in that order; the final state is the strictest layer's, so no layer can
 // loosen another. The disposition follows from the final state:
 //
 //	state                        conversation          notebook
@@ -291,7 +334,7 @@ type Decision struct {
 // In a conversation the allowed disposition is DecideToolDisposition's, so
 // auto-apply is reachable only through (mutate, auto).
 func Decide(c Call, classes *ClassRegistry) Decision {
-	layers := []Verdict{ScopeLayer(c), ContractLayer(c), RiskLayer(c), ClassLayer(c, classes), ConstraintLayer(c)}
+	layers := []Verdict{ScopeLayer(c), ContractLayer(c), RiskLayer(c), ClassLayer(c, classes), ConstraintLayer(c), TokenLayer(c)}
 	states := make([]State, len(layers))
 	for i, v := range layers {
 		states[i] = v.State

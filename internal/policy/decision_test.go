@@ -283,6 +283,9 @@ func randomCall(r *rand.Rand, classes []string) Call {
 	risks := []Risk{RiskLow, RiskMedium, RiskHigh, "", "HIGH", "critical"}
 	classes = append(slices.Clone(classes), "", "unknown.class", "payment.spend", " Email.Send.External ", "email")
 	constraints := [][]string{nil, {}, {ConstraintMaxAmount}, {ConstraintInternalOnly, ConstraintRateLimit}}
+	tools := []string{"", "records.get", "records.put", "Records.Get"}
+	tokenScopes := []*TokenScope{nil, nil, {}, {ReadOnly: true}, {Tools: []string{}}, {Tools: []string{"records.get"}},
+		{Tools: []string{"records.get", "records.put"}, ReadOnly: true}}
 	return Call{
 		Scope:               scopes[pick(len(scopes))],
 		Effect:              effects[pick(len(effects))],
@@ -296,6 +299,8 @@ func randomCall(r *rand.Rand, classes []string) Call {
 		AutoApproveHighRisk: r.IntN(2) == 0,
 		OpenViolation:       r.IntN(2) == 0,
 		Constraints:         constraints[pick(len(constraints))],
+		Tool:                tools[pick(len(tools))],
+		TokenScope:          tokenScopes[pick(len(tokenScopes))],
 	}
 }
 
@@ -308,7 +313,7 @@ func TestDecide_LayersOnlyTighten(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	wantLayers := []string{LayerScope, LayerContract, LayerRisk, LayerClass, LayerConstraints}
+	wantLayers := []string{LayerScope, LayerContract, LayerRisk, LayerClass, LayerConstraints, LayerToken}
 	seen := map[State]int{}
 	for i := range 20000 {
 		c := randomCall(r, reg.Classes())
@@ -351,6 +356,10 @@ func TestDecide_LayersOnlyTighten(t *testing.T) {
 			d.Disposition != string(AutoRun) && d.Disposition != string(AutoApply) {
 			fail("allowed conversation call with disposition %q", d.Disposition)
 		}
+		// A call outside its token's scope is blocked, whatever else is set.
+		if ts := c.TokenScope; ts != nil && ((ts.Tools != nil && !slices.Contains(ts.Tools, c.Tool)) || (ts.ReadOnly && c.Effect != EffectRead)) && d.State != StateBlocked {
+			fail("a call outside its token's scope got %s", d.State)
+		}
 		if want := wantDisposition(c, d.State); d.Disposition != want {
 			fail("disposition %q, want %q", d.Disposition, want)
 		}
@@ -358,6 +367,10 @@ func TestDecide_LayersOnlyTighten(t *testing.T) {
 		tight := c
 		tight.HumanGated, tight.OpenViolation, tight.AutoApproveHighRisk = true, true, false
 		tight.Constraints = append(slices.Clone(c.Constraints), ConstraintRequiresWitness)
+		tight.TokenScope = &TokenScope{Tools: []string{"records.get"}, ReadOnly: true}
+		if c.TokenScope != nil {
+			tight.TokenScope = &TokenScope{Tools: []string{}, ReadOnly: c.TokenScope.ReadOnly}
+		}
 		if got := Decide(tight, reg).State; got.Rank() < d.State.Rank() {
 			fail("tightened call loosened to %q", got)
 		}
@@ -386,4 +399,32 @@ func wantDisposition(c Call, s State) string {
 		return "human_only"
 	}
 	return "blocked"
+}
+
+func TestTokenLayer(t *testing.T) {
+	cases := []struct {
+		name   string
+		call   Call
+		state  State
+		reason string
+	}{
+		{"no token scope", Call{Tool: "records.put", Effect: EffectMutate}, StateAllowed, "not made with a scoped token"},
+		{"empty scope", Call{Tool: "records.put", Effect: EffectMutate, TokenScope: &TokenScope{}}, StateAllowed, "within the token's scope"},
+		{"tool in scope", Call{Tool: "records.put", Effect: EffectMutate, TokenScope: &TokenScope{Tools: []string{"records.get", "records.put"}}}, StateAllowed, "within"},
+		{"tool outside scope", Call{Tool: "records.put", Effect: EffectRead, TokenScope: &TokenScope{Tools: []string{"records.get"}}}, StateBlocked, `allows only the tools records.get, so a call to "records.put"`},
+		{"no tools", Call{Tool: "records.get", Effect: EffectRead, TokenScope: &TokenScope{Tools: []string{}}}, StateBlocked, "allows only no tools"},
+		{"tool case variant", Call{Tool: "Records.Get", Effect: EffectRead, TokenScope: &TokenScope{Tools: []string{"records.get"}}}, StateBlocked, "blocked"},
+		{"read-only read", Call{Tool: "records.get", Effect: EffectRead, TokenScope: &TokenScope{ReadOnly: true}}, StateAllowed, "within"},
+		{"read-only mutate", Call{Tool: "records.put", Effect: EffectMutate, TokenScope: &TokenScope{ReadOnly: true}}, StateBlocked, "read-only, so a mutate call"},
+		{"read-only destructive", Call{Effect: EffectDestructive, TokenScope: &TokenScope{ReadOnly: true}}, StateBlocked, "read-only"},
+		{"read-only unknown effect", Call{Effect: "READ", TokenScope: &TokenScope{ReadOnly: true}}, StateBlocked, "read-only"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := TokenLayer(c.call)
+			if v.Layer != LayerToken || v.State != c.state || !strings.Contains(v.Reason, c.reason) {
+				t.Errorf("TokenLayer = %+v, want %s with %q", v, c.state, c.reason)
+			}
+		})
+	}
 }

@@ -78,6 +78,8 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 		// An open trust violation on the class holds it for review until
 		// the principal clears it.
 		OpenViolation: slices.Contains(rc.openViolations, class),
+		// The caller's token may narrow what it calls (the token layer).
+		Tool: tool.Name, TokenScope: p.TokenScope,
 	}
 	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: rc.scope, class: class, ws: ws, constraints: constraints,
 		rationaleMin: rc.rationaleMin, rationaleWarnUntil: rc.rationaleWarnUntil, call: call}, nil
