@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"github.com/gatehouse/gatehouse/internal/auth"
 	"net/http"
 	"strings"
 	"sync"
@@ -90,6 +91,13 @@ func (s *Server) listenOnce(ctx context.Context) error {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if rest, ok := strings.CutPrefix(n.Payload, auth.TokenRevokedEvent); ok {
+			// Another instance revoked a token: stop believing it here too.
+			if id, err := uuid.Parse(rest); err == nil && s.auth != nil {
+				s.auth.ForgetToken(id)
+			}
+			continue
 		}
 		wsID, event, ok := strings.Cut(n.Payload, ":")
 		if ws, err := uuid.Parse(wsID); ok && err == nil {

@@ -459,6 +459,16 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	return p, nil
 }
 
+// TokenRevokedEvent prefixes the event (on the events channel every
+// instance listens to) that says a token was revoked: "tokens:revoked:<id>".
+const TokenRevokedEvent = "tokens:revoked:"
+
+// ForgetToken drops a revoked token from this instance's cache; an instance
+// calls it when another says it revoked the token.
+func (s *Service) ForgetToken(id uuid.UUID) {
+	s.tokens.forget(func(p Principal) bool { return p.TokenID == id })
+}
+
 // SweepTokenCache drops expired cached tokens; the server's sweeper calls it.
 func (s *Service) SweepTokenCache(now time.Time) { s.tokens.sweep(now) }
 

@@ -229,6 +229,11 @@ func (s *Service) RevokeTokenAs(ctx context.Context, actor Principal, id uuid.UU
 		map[string]any{"kind": t.Kind, "name": t.Name, "owner_id": t.UserID.String()}); err != nil {
 		return err
 	}
+	// Every instance forgets the token when the revocation commits (see
+	// TokenRevokedEvent); the cache's TTL bounds it if a message is lost.
+	if err := q.Notify(ctx, TokenRevokedEvent+id.String()); err != nil {
+		return fmt.Errorf("auth: notify revocation: %w", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("auth: commit: %w", err)
 	}
