@@ -116,36 +116,12 @@ type Prepared struct {
 	Metadata    []byte
 }
 
-// Prepare fills c's ReceiptID, WorkspaceID and Time and computes what is
-// stored: the canonical content, its hash and the metadata. A caller that
-// writes the receipt with other statements in one round trip uses it;
-// Record does both.
-func Prepare(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
-	id := uuid.New()
-	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
-	c.Time = now.UTC().Format(time.RFC3339Nano)
-	contentJSON, err := Canonical(c)
-	if err != nil {
-		return Prepared{}, err
-	}
-	sum := sha256.Sum256(contentJSON)
-	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
-	if err != nil {
-		return Prepared{}, fmt.Errorf("receipts: encode metadata: %w", err)
-	}
-	var proposal uuid.NullUUID
-	if c.ProposalID != "" {
-		if pid, err := uuid.Parse(c.ProposalID); err == nil {
-			proposal = uuid.NullUUID{UUID: pid, Valid: true}
-		}
-	}
-	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, ContentHash: sum[:], Metadata: meta}, nil
-}
-
-// PrepareUnhashed is Prepare without the content hash: the content is
-// encoded as is (its canonical form, and the hash of it, are the
-// sequencer's to compute in its batch, off the call path). The automatic
-// path uses it.
+// PrepareUnhashed fills c's ReceiptID, WorkspaceID and Time and encodes
+// what is stored: the content as is and the metadata. The content's
+// canonical form (RFC 8785) and its hash are the sequencer's to compute, in
+// its batch, off the call path. A caller that writes the receipt with other
+// statements in one round trip (the automatic path) uses it; Record does
+// both.
 func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
 	id := uuid.New()
 	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
@@ -168,7 +144,9 @@ func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared,
 // Record writes a receipt for c with q, in the caller's transaction (the
 // outcome's), unchained. It fills ReceiptID, WorkspaceID and Time.
 func Record(ctx context.Context, q *db.Queries, workspaceID uuid.UUID, c Content, now time.Time) (uuid.UUID, error) {
-	r, err := Prepare(workspaceID, c, now)
+	// The content's canonical hash is the sequencer's to compute, in its
+	// batch: no outcome waits for RFC 8785.
+	r, err := PrepareUnhashed(workspaceID, c, now)
 	if err != nil {
 		return uuid.Nil, err
 	}

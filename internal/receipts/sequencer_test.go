@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 )
@@ -463,5 +464,26 @@ func TestService_WhoMayDoWhat(t *testing.T) {
 	approver := receipts.Caller{WorkspaceID: ws, UserID: uuid.New(), Role: "approver"}
 	if rows, err := svc.Export(t.Context(), approver, 0, 10); err != nil || len(rows) != 0 {
 		t.Errorf("an approver exports the (still empty) chain: %v %v", rows, err)
+	}
+}
+
+// A receipt's content hash is computed by the sequencer, so its content is
+// redacted only once it is chained: before, the answer says to retry.
+func TestRedact_WaitsForTheChain(t *testing.T) {
+	t.Parallel()
+	pool := mustPool(t)
+	ws := mustWorkspace(t, pool, "w")
+	ids := record(t, pool, ws, 1)
+	svc := receipts.NewService(pool)
+	admin := receipts.Caller{WorkspaceID: ws, Role: "admin"}
+	if err := pool.QueryRow(t.Context(), "INSERT INTO users (email, password_hash) VALUES ('a@example.com', 'x') RETURNING id").Scan(&admin.UserID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Redact(t.Context(), admin, ids[0], "personal data", time.Now()); apperr.Code(err) != apperr.ECONFLICT {
+		t.Fatalf("redact before the chain: %v", err)
+	}
+	sequenceAll(t, pool)
+	if _, err := svc.Redact(t.Context(), admin, ids[0], "personal data", time.Now()); err != nil {
+		t.Fatalf("redact once chained: %v", err)
 	}
 }

@@ -357,6 +357,12 @@ func (s *Service) Redact(ctx context.Context, c Caller, id uuid.UUID, reason str
 		return Redaction{}, apperr.Errorf(apperr.ECONFLICT, "This receipt was redacted already.")
 	case row.Kind == KindRedaction:
 		return Redaction{}, apperr.Errorf(apperr.ECONFLICT, "A redaction's own receipt is not redacted: it shows the redaction was deliberate.")
+	case row.ContentHash == nil:
+		// Its content hash is the sequencer's to compute, from the content:
+		// it must be chained (within a second) before its content goes.
+		e := apperr.Errorf(apperr.ECONFLICT, "This receipt is not chained yet; redact it in a second.")
+		e.Extra = map[string]any{"retry_after": 1}
+		return Redaction{}, e
 	}
 	at := now.UTC()
 	if n, err := q.RedactReceipt(ctx, db.RedactReceiptParams{ID: id, WorkspaceID: c.WorkspaceID, RedactedFor: pgtype.Text{String: reason, Valid: true}, RedactedAt: &at}); err != nil {
