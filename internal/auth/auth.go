@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -139,7 +140,9 @@ type Service struct {
 
 // NewService returns an auth service that hashes new passwords with params.
 func NewService(pool *pgxpool.Pool, params PasswordParams) *Service {
-	return &Service{pool: pool, q: db.New(pool), params: params, tokens: tokenCache{ttl: TokenCacheTTL}}
+	s := &Service{pool: pool, q: db.New(pool), params: params}
+	s.tokens.ttl.Store(int64(TokenCacheTTL))
+	return s
 }
 
 // TokenCacheTTL is how long an authenticated token is believed without
@@ -151,8 +154,8 @@ const TokenCacheTTL = time.Second
 // time: an agent's burst of calls costs one lookup a second, not one a
 // call. Entries are only ever read within their TTL.
 type tokenCache struct {
-	ttl time.Duration
-	m   sync.Map // [32]byte → cachedToken
+	ttl atomic.Int64 // a time.Duration
+	m   sync.Map     // [32]byte → cachedToken
 }
 
 type cachedToken struct {
@@ -455,13 +458,18 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	// Best effort, and at most once a minute per token (the query says so
 	// too): a failed touch must not fail the request.
 	_ = s.q.TouchAPIToken(ctx, row.ID)
-	s.tokens.m.Store(sum, cachedToken{p: p, expires: now.Add(s.tokens.ttl)})
+	s.tokens.m.Store(sum, cachedToken{p: p, expires: now.Add(time.Duration(s.tokens.ttl.Load()))})
 	return p, nil
 }
 
 // TokenRevokedEvent prefixes the event (on the events channel every
 // instance listens to) that says a token was revoked: "tokens:revoked:<id>".
 const TokenRevokedEvent = "tokens:revoked:"
+
+// SetTokenCacheTTL sets how long an authenticated token is believed without
+// a lookup (TokenCacheTTL by default); tests lengthen it to show that a
+// revocation reaches other instances by notification, not by expiry.
+func (s *Service) SetTokenCacheTTL(d time.Duration) { s.tokens.ttl.Store(int64(d)) }
 
 // ForgetToken drops a revoked token from this instance's cache; an instance
 // calls it when another says it revoked the token.
