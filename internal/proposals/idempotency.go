@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 	"github.com/google/uuid"
-	"github.com/gowebpki/jcs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -91,7 +91,7 @@ func RequestHash(request any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proposals: encode request: %w", err)
 	}
-	canonical, err := jcs.Transform(b)
+	canonical, err := canonjson.Transform(b)
 	if err != nil {
 		return nil, fmt.Errorf("proposals: canonical request: %w", err)
 	}

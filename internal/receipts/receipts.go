@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/gowebpki/jcs"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/audit"
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 )
 
 // Kinds of receipt.
@@ -83,11 +83,14 @@ type Metadata struct {
 
 // Canonical is the RFC 8785 (JCS) form of v.
 func Canonical(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("receipts: encode: %w", err)
+	b, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("receipts: encode: %w", err)
+		}
 	}
-	out, err := jcs.Transform(b)
+	out, err := canonjson.Transform(b)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: canonicalise: %w", err)
 	}
