@@ -30,3 +30,7 @@ func AfterConnect(_ context.Context, conn *pgx.Conn) error {
 	pgxuuid.Register(conn.TypeMap())
 	return nil
 }
+
+// SearchRecordsSQL is records.search's statement, for the test that
+// checks its plan uses the trigram indexes.
+const SearchRecordsSQL = searchRecords
