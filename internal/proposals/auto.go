@@ -28,7 +28,11 @@ import (
 // counted against rate limits).
 func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Principal, params db.InsertProposalParams,
 	tool *tools.Tool, args json.RawMessage, d decision, created map[string]any, idem *Idem) (Proposal, error) {
-	id := uuid.New()
+	// Time-ordered (UUIDv7), like the database's default for proposals.
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: id: %w", err)
+	}
 	dry := policy.DryRun(d.constraints)
 	var result []byte
 	failure := ""
