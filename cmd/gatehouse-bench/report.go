@@ -65,10 +65,17 @@ func (rep *report) cells(r row) []string {
 	if r.RSSStart > 0 && r.RSSEnd > 0 {
 		rss = fmt.Sprintf("%.0f → %.0f", mib(r.RSSStart), mib(r.RSSEnd))
 	}
-	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss}
+	wal, cpu := "-", "-"
+	if r.CostOK {
+		wal = fmt.Sprintf("%.1f / %.1f KiB", r.WALRecords, r.WALBytes/1024)
+		if r.Want != "-" {
+			cpu = fmt.Sprintf("%.2f ms", r.CPUMs)
+		}
+	}
+	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss, wal, cpu}
 }
 
-var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB"}
+var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB", "WAL records / bytes per call", "server CPU per call"}
 
 // headline is the sentence the README quotes: the first auto-apply phase.
 func (rep *report) headline() string {
