@@ -59,6 +59,16 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 		}
 		result = redact(b, params.Constraints)
 	}
+	if ct, ok := tx.(*callTx); ok && !idem.links() {
+		// The record is the transaction's last statement: it travels with
+		// the COMMIT, in one round trip.
+		out, err := s.recordAuto(ctx, db.New(ct.committing()), p, id, params, tool, result, failure, dry, created)
+		if err != nil {
+			return Proposal{}, err
+		}
+		out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+		return out, nil
+	}
 	out, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, dry, created)
 	if err != nil {
 		return Proposal{}, err

@@ -239,13 +239,17 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, missingIdempotencyKey(tool)
 	}
 
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	// The transaction begins in the round trip that reads the rows the
+	// decision is taken on.
+	tx, rows, err := s.beginDeciding(ctx, p, scope, tool)
+	if tx != nil {
+		defer tx.Rollback(ctx)
 	}
-	defer tx.Rollback(ctx)
+	var d decision
+	if err == nil {
+		d, err = s.decideOn(rows, p, scope, tool, args)
+	}
 	q := s.q.WithTx(tx)
-	d, err := s.decide(ctx, q, p, scope, tool, args)
 	if err != nil && short {
 		return Proposal{}, apperr.Invalid("Invalid fields: rationale.", rationaleErr)
 	}
