@@ -65,6 +65,7 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
 	}
+	s.announce(row, false)
 	return fromRow(row), nil
 }
 
