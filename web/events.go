@@ -35,16 +35,21 @@ type hub struct {
 // subscription is one open stream: the topics it wants, named as the
 // page's events.
 type subscription struct {
-	ch    chan string
+	ch    chan sent
 	event func(topic string) (string, bool)
 }
 
+// sent is one event on a stream: its name (what the page listens for) and
+// its topic (the data).
+type sent struct{ name, topic string }
+
 func newHub() *hub { return &hub{subs: map[uuid.UUID]map[*subscription]struct{}{}} }
 
-// subscribe returns a channel of the event names that event gives the
-// workspace's topics it accepts, and a function that ends the subscription.
-func (h *hub) subscribe(ws uuid.UUID, event func(topic string) (string, bool)) (<-chan string, func()) {
-	sub := &subscription{ch: make(chan string, 8), event: event}
+// subscribe returns a channel of the workspace's topics that event
+// accepts, with the names it gives them, and a function that ends the
+// subscription.
+func (h *hub) subscribe(ws uuid.UUID, event func(topic string) (string, bool)) (<-chan sent, func()) {
+	sub := &subscription{ch: make(chan sent, 8), event: event}
 	h.mu.Lock()
 	if h.subs[ws] == nil {
 		h.subs[ws] = map[*subscription]struct{}{}
@@ -73,7 +78,7 @@ func (h *hub) publish(ws uuid.UUID, topic string) {
 			continue
 		}
 		select {
-		case sub.ch <- name:
+		case sub.ch <- sent{name, topic}:
 		default:
 		}
 	}
@@ -191,7 +196,7 @@ func (s *Server) stream(c echo.Context, event func(string) (string, bool)) error
 		case <-s.bg.Done():
 			return nil
 		case ev := <-ch:
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev, ev)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.topic)
 		case <-heartbeat.C:
 			fmt.Fprint(w, ": heartbeat\n\n")
 		}
