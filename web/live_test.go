@@ -172,7 +172,7 @@ func TestLiveEvents_AProposalOnOneInstanceReachesTheOwnersPagesOnAnother(t *test
 	}
 	// Another member's home hears only of their own: the first event it
 	// gets is about their agent's call, not the owner's.
-	second.api("POST", "/api/v1/conversations/"+otherConv["id"].(string)+"/messages", otherAgent, map[string]any{"role": "agent", "content": "hello"})
+	second.api("POST", "/api/v1/conversations/"+otherConv["id"].(string)+"/messages", otherAgent, map[string]any{"role": "assistant", "content": "hello"})
 	second.api("POST", "/api/v1/conversations/"+otherConv["id"].(string)+"/tool-calls", otherAgent, map[string]any{"tool": "records.put",
 		"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{}}, "rationale": "the other asked for it"})
 	if n, d := otherHome.next(); n != "user" || d != "user."+e.userID("other@example.com") {
