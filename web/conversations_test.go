@@ -35,6 +35,13 @@ func TestConversationPage_OwnerWritesFromTheComposer(t *testing.T) {
 	if _, frag := owner.get(path + "/transcript?lines=1"); strings.Contains(frag, "beforeend:#transcript") {
 		t.Fatalf("nothing is new after 1 line:\n%s", frag)
 	}
+	// The mode toggle is re-rendered only when the page shows another mode.
+	if _, frag := owner.get(path + "/transcript?lines=1&mode=approve"); strings.Contains(frag, "#mode-slot") {
+		t.Fatalf("an unchanged mode is sent again:\n%s", frag)
+	}
+	if _, frag := owner.get(path + "/transcript?lines=1&mode=auto"); !strings.Contains(frag, `hx-swap-oob="innerHTML:#mode-slot"`) || !strings.Contains(frag, `data-testid="mode-current">approve<`) {
+		t.Fatalf("a mode changed elsewhere is not re-rendered:\n%s", frag)
+	}
 	if resp, _ := owner.get(path + "/transcript?lines=x"); resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("lines=x: %d", resp.StatusCode)
 	}

@@ -58,7 +58,8 @@ func (s *Server) conversationTranscript(c echo.Context) error {
 	if err != nil || n < 0 {
 		return apperr.Invalid("lines must be a count of lines.", apperr.FieldError{Field: "lines", Message: "must be a whole number, 0 or more"})
 	}
-	if _, err := s.convs.Get(c.Request().Context(), principal(c), id); err != nil {
+	conv, err := s.convs.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
 		return err
 	}
 	lines, err := s.transcript(c, id)
@@ -72,7 +73,10 @@ func (s *Server) conversationTranscript(c echo.Context) error {
 			cards = append(cards, *l.Card)
 		}
 	}
-	return render(c, http.StatusOK, views.TranscriptUpdate(lines[shown:], changedCards(cards, c.QueryParams()["card"]), len(lines), s.navCounts(c)))
+	mode := string(conv.PermissionMode)
+	shownMode := c.QueryParam("mode")
+	return render(c, http.StatusOK, views.TranscriptUpdate(lines[shown:], changedCards(cards, c.QueryParams()["card"]), len(lines), s.navCounts(c),
+		id.String(), mode, shownMode != "" && shownMode != mode))
 }
 
 // transcript is a conversation's lines, each tool line with its card. The

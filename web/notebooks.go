@@ -178,7 +178,8 @@ func (s *Server) newCells(c echo.Context) error {
 		return apperr.Invalid("after must be a count of cells.", apperr.FieldError{Field: "after", Message: "must be a whole number, 0 or more"})
 	}
 	ctx := c.Request().Context()
-	if _, err := s.nbs.Get(ctx, principal(c), id); err != nil {
+	nb, err := s.nbs.Get(ctx, principal(c), id)
+	if err != nil {
 		return err
 	}
 	cells, err := s.props.Cells(ctx, id)
@@ -190,7 +191,9 @@ func (s *Server) newCells(c echo.Context) error {
 		cards[i] = s.toCard(p)
 	}
 	shown := min(after, len(cards))
-	return render(c, http.StatusOK, views.CellsUpdate(cards[shown:], changedCards(cards[:shown], c.QueryParams()["card"]), len(cards), s.navCounts(c)))
+	trust, shownTrust := string(nb.TrustLevel), c.QueryParam("trust")
+	return render(c, http.StatusOK, views.CellsUpdate(cards[shown:], changedCards(cards[:shown], c.QueryParams()["card"]), len(cards), s.navCounts(c),
+		id.String(), trust, shownTrust != "" && shownTrust != trust))
 }
 
 // newFormKey is a fresh idempotency key for one rendering of a form.

@@ -3,8 +3,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"maps"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +57,22 @@ func sameDocument(t *testing.T, ctx context.Context, mark float64) {
 	}
 	if now != mark {
 		t.Fatal("the page was reloaded; it should have updated in place")
+	}
+}
+
+func patchJSON(t *testing.T, url, token string, body any) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPatch, url, bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH %s: %d", url, resp.StatusCode)
 	}
 }
 
@@ -109,6 +128,10 @@ func TestBrowser_LivePagesFollowAnotherInstance(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#proposal-`+put["proposal_id"].(string)+`[data-status=applied] [data-testid=result]`)))
 	postJSON(t, other.URL+"/api/v1/conversations/"+convID+"/messages", agent, map[string]any{"role": "assistant", "content": "Done with Acme."})
 	step(t, ctx, "the agent's message appears", chromedp.WaitVisible(chromedp.Search(`//ol[@id="transcript"]/li[contains(., "Done with Acme.")]`)))
+	// The owner's script switches the mode on the other instance: the
+	// header follows.
+	patchJSON(t, other.URL+"/api/v1/conversations/"+convID, owner, map[string]any{"permission_mode": "auto"})
+	step(t, ctx, "the mode changed elsewhere shows", chromedp.WaitVisible(chromedp.Search(`//span[@data-testid="mode-current"][text()="auto"]`)))
 	sameDocument(t, ctx, mark)
 	cards, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-testid=proposal-card]').length`))
 	if err != nil || cards != 2 {
