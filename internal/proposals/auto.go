@@ -67,6 +67,7 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 			return Proposal{}, err
 		}
 		out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+		s.announce(announced(params), false)
 		return out, nil
 	}
 	out, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, dry, created)
@@ -82,7 +83,14 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 	// The decision taken in this transaction is the one just stored (and
 	// its effect-time decision): no need to decode what was encoded.
 	out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+	s.announce(announced(params), false)
 	return out, nil
+}
+
+// announced is what the announcement of a recorded call needs to know.
+func announced(params db.InsertProposalParams) db.Proposal {
+	return db.Proposal{WorkspaceID: params.WorkspaceID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
+		OwnerID: params.OwnerID, ProposedByUserID: params.ProposedByUserID}
 }
 
 // recordAuto writes an automatic call's record in one statement and
