@@ -1,7 +1,2 @@
-DROP INDEX IF EXISTS audit_events_scope_idx;
-DROP INDEX IF EXISTS audit_events_approval_idx;
-DROP INDEX IF EXISTS audit_events_proposal_idx;
+CREATE INDEX audit_events_subject_idx ON audit_events (workspace_id, subject_type, subject_id, id);
 DROP INDEX IF EXISTS audit_events_object_idx;
-DROP INDEX IF EXISTS audit_events_action_idx;
-DROP INDEX IF EXISTS audit_events_actor_idx;
-DROP INDEX IF EXISTS audit_events_workspace_id_idx;
