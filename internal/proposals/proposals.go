@@ -543,13 +543,14 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 // when it now needs an approver, or refuses it with the new decision. See
 // effect.go.
 func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path policy.Path) (Proposal, error) {
-	tx, err := s.pool.Begin(ctx)
+	tx, begin, err := s.beginCall(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
+	// BEGIN travels with the read that locks the proposal.
+	cur, err := db.New(begin).GetProposalForUpdate(ctx, db.GetProposalForUpdateParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 	q := s.q.WithTx(tx)
-	cur, err := q.GetProposalForUpdate(ctx, db.GetProposalForUpdateParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Proposal{}, ErrNotFound
 	}
