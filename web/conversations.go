@@ -63,7 +63,7 @@ func (s *Server) conversationPage(c echo.Context) error {
 	for _, m := range msgs {
 		line := views.TranscriptLine{Role: m.Role, Content: m.Content}
 		if pr, ok := props[m.ProposalID]; ok && m.ProposalID != uuid.Nil {
-			card := s.toCard(pr)
+			card := s.toCard(c.Request().Context(), pr)
 			line.Card = &card
 		}
 		v.Lines = append(v.Lines, line)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/views"
@@ -59,7 +60,7 @@ func (s *Server) notebookPage(c echo.Context) error {
 		}
 	}
 	for _, p := range cells {
-		v.Cells = append(v.Cells, s.toCard(p))
+		v.Cells = append(v.Cells, s.toCard(c.Request().Context(), p))
 	}
 	return render(c, http.StatusOK, views.NotebookPage(s.shell(c, nb.Title, "notebooks"), v))
 }
@@ -86,11 +87,19 @@ func (s *Server) setTrustLevel(c echo.Context) error {
 func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
 	f := views.CellForm{NotebookID: notebookID, IdempotencyKey: newFormKey()}
 	var selected *tools.Tool
+	// Without a choice, the picker starts on the first read tool, never on
+	// one that changes or destroys data.
 	for _, t := range s.props.Tools() {
 		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description})
-		if selected == nil || t.Name == toolName {
+		switch {
+		case t.Name == toolName:
+			selected = t
+		case toolName == "" && t.Effect == policy.EffectRead && (selected == nil || selected.Effect != policy.EffectRead):
 			selected = t
 		}
+	}
+	if selected == nil && len(s.props.Tools()) > 0 {
+		selected = s.props.Tools()[0]
 	}
 	if selected != nil {
 		f.Tool, f.Fields = selected.Name, formFields(selected, nil, nil)
@@ -185,7 +194,7 @@ func (s *Server) newCells(c echo.Context) error {
 	var fresh []views.ProposalCard
 	if after < len(cells) {
 		for _, p := range cells[after:] {
-			fresh = append(fresh, s.toCard(p))
+			fresh = append(fresh, s.toCard(c.Request().Context(), p))
 		}
 	}
 	return render(c, http.StatusOK, views.NewCells(id.String(), fresh, max(after, len(cells))))
