@@ -3,6 +3,7 @@ package web_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -126,5 +127,45 @@ func TestNotFoundPageAndFavicon(t *testing.T) {
 	resp, body = e.client().get("/favicon.ico")
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" || !strings.Contains(body, "<svg") {
 		t.Fatalf("favicon: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+}
+
+// The "add a cell" picker starts on a read tool; in an autonomous notebook,
+// where a new cell runs at once, a tool that cannot be undone asks a
+// second time (the marker app.js reads, and the handler's refusal).
+func TestAddCell_ReadToolByDefaultAndAutonomousDeleteAsksTwice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner := e.user("owner@example.com", auth.RoleMember)
+	path := newNotebook(t, owner)
+	_, page := owner.get(path)
+	sel := regexp.MustCompile(`<option value="([^"]+)" selected>[^<]*\(([a-z]+)\)</option>`).FindStringSubmatch(page)
+	if sel == nil || sel[2] != "read" {
+		t.Fatalf("the picker starts on %v, want a read tool", sel)
+	}
+	if _, frag := owner.get(path + "/cell-fields?tool=records.delete"); strings.Contains(frag, "data-irreversible") {
+		t.Fatalf("a cautious notebook asks twice on adding a delete (its Run asks):\n%s", frag)
+	}
+	if resp, _ := owner.postForm(path+"/trust", url.Values{"trust_level": {"autonomous"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("trust: %d", resp.StatusCode)
+	}
+	if _, frag := owner.get(path + "/cell-fields?tool=records.delete"); !strings.Contains(frag, `data-irreversible="This notebook is autonomous`) {
+		t.Fatalf("the autonomous delete is not marked:\n%s", frag)
+	}
+	cell := url.Values{"tool": {"records.delete"}, "arg.collection": {"c"}, "arg.key": {"gone"}, "rationale": {"remove the stale record"},
+		"idempotency_key": {"add-cell-delete-000001"}}
+	resp, frag := owner.postForm(path+"/cells", cell)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(frag, "confirm it a second time") || !strings.Contains(frag, `value="gone"`) {
+		t.Fatalf("add without ack: %d\n%s", resp.StatusCode, frag)
+	}
+	if _, cells := owner.get(path + "/cells?after=0"); strings.Contains(cells, "proposal-card") {
+		t.Fatalf("a refused cell was added:\n%s", cells)
+	}
+	cell.Set("irreversible_ack", "1")
+	if resp, frag := owner.postForm(path+"/cells", cell); resp.StatusCode != http.StatusOK {
+		t.Fatalf("add with ack: %d\n%s", resp.StatusCode, frag)
+	}
+	if _, cells := owner.get(path + "/cells?after=0"); !strings.Contains(cells, `data-tool="records.delete"`) {
+		t.Fatalf("the confirmed cell is missing:\n%s", cells)
 	}
 }

@@ -54,6 +54,7 @@ func (s *Server) notebookPage(c echo.Context) error {
 		return err
 	}
 	v := views.NotebookView{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Form: s.cellForm(nb.ID.String(), "")}
+	v.Form.Trust = string(nb.TrustLevel)
 	if next := nextTrustLevel(nb.TrustLevel); next != "" {
 		if v.Hints, err = s.graduationHints(c, proposals.InNotebook(nb.ID), "/notebooks/"+nb.ID.String()+"/trust", "trust_level", string(next), string(next)); err != nil {
 			return err
@@ -90,7 +91,8 @@ func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
 	// Without a choice, the picker starts on the first read tool, never on
 	// one that changes or destroys data.
 	for _, t := range s.props.Tools() {
-		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description})
+		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description,
+			Irreversible: views.IrreversibleNote(t.Name, string(t.Effect), string(t.Contract.Authority), t.Contract.ActionClass)})
 		switch {
 		case t.Name == toolName:
 			selected = t
@@ -114,10 +116,13 @@ func (s *Server) cellFields(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.nbs.Get(c.Request().Context(), principal(c), id); err != nil {
+	nb, err := s.nbs.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.CellFields(s.cellForm(id.String(), c.QueryParam("tool"))))
+	f := s.cellForm(id.String(), c.QueryParam("tool"))
+	f.Trust = string(nb.TrustLevel)
+	return render(c, http.StatusOK, views.CellFields(f))
 }
 
 // addCell handles "POST /notebooks/:id/cells": the owner adds a cell. It
@@ -139,6 +144,20 @@ func (s *Server) addCell(c echo.Context) error {
 	if !ok {
 		f := s.cellForm(id.String(), "")
 		f.Error = "Pick a tool from the list."
+		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
+	}
+	// A notebook that runs the cell at once (autonomous) runs a tool that
+	// cannot be undone only after the second confirmation.
+	nb, err := s.nbs.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	if note := views.IrreversibleNote(tool.Name, string(tool.Effect), string(tool.Contract.Authority), tool.Contract.ActionClass); note != "" &&
+		nb.TrustLevel == policy.TrustAutonomous && form.Get("irreversible_ack") != "1" {
+		f := s.cellForm(id.String(), name)
+		f.Trust = string(nb.TrustLevel)
+		f.Fields, f.Rationale, f.IdempotencyKey = formFieldsFromInput(tool, form, nil), rationale, key
+		f.Error = note + " This notebook runs it as soon as it is added: confirm it a second time to go ahead; nothing ran."
 		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
 	}
 	// The form carries an idempotency key of its own, so a double submit
@@ -163,13 +182,16 @@ func (s *Server) addCell(c echo.Context) error {
 			return err
 		}
 		f := s.cellForm(id.String(), name)
+		f.Trust = string(nb.TrustLevel)
 		f.Fields, f.Rationale, f.IdempotencyKey = formFieldsFromInput(tool, form, err), rationale, key
 		f.RationaleError = fieldError(err, "rationale")
 		f.Error = apperr.Message(err)
 		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
 	}
 	c.Response().Header().Set("HX-Trigger", "cells-changed")
-	return render(c, http.StatusOK, views.AddCellForm(s.cellForm(id.String(), name)))
+	f := s.cellForm(id.String(), name)
+	f.Trust = string(nb.TrustLevel)
+	return render(c, http.StatusOK, views.AddCellForm(f))
 }
 
 // newCells handles "GET /notebooks/:id/cells?after=N": the cells after the

@@ -145,6 +145,37 @@ func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 	if status, p := getJSON(t, d.s.URL+"/api/v1/proposals/"+d.del, d.agent); status != http.StatusOK || p["status"] != "applied" {
 		t.Fatalf("after confirming the delete is %d %v", status, p["status"])
 	}
+
+	// In an autonomous notebook a new cell runs at once: adding a delete
+	// asks first (a form whose tool cannot be undone), cancelling adds
+	// nothing, confirming adds and runs it.
+	step(t, ctx, "trust autonomous",
+		chromedp.Navigate(d.s.URL+"/notebooks/"+d.notebook),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=trust-autonomous]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=trust-autonomous]`)),
+		chromedp.WaitVisible(chromedp.Search(`//span[@data-testid="trust-current"][text()="autonomous"]`)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=cell-tool]`)),
+	)
+	pickTool(t, ctx, "records.delete")
+	step(t, ctx, "add a delete: cancel",
+		chromedp.SendKeys(chromedp.CSS(`#add-cell [name="arg.collection"]`), "clients"),
+		chromedp.SendKeys(chromedp.CSS(`#add-cell [name="arg.key"]`), "acme"),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=cell-rationale]`), "Acme's record goes"),
+		chromedp.Click(chromedp.CSS(`[data-testid=add-cell-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=irreversible-dialog]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=irreversible-cancel]`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`[data-testid=irreversible-dialog]`)),
+	)
+	if got := mustText(t, ctx, `[data-testid=cells]`); strings.Contains(got, "records.delete") {
+		t.Fatalf("a cancelled cell was added: %q", got)
+	}
+	step(t, ctx, "add a delete: confirm",
+		chromedp.Click(chromedp.CSS(`[data-testid=add-cell-submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=irreversible-confirm]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=irreversible-confirm]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-tool="records.delete"][data-status=applied] [data-testid=result]`)),
+	)
 }
 
 // lookPages are the pages every accessibility and layout check visits.

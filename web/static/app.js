@@ -173,15 +173,19 @@
   function askIrreversible(el, note, then) {
     ensureDialog();
     dialogText.textContent = note;
-    dialogConfirm.textContent = el.getAttribute("data-confirm-label") || "Yes, do it";
+    dialogConfirm.textContent = el.getAttribute("data-confirm-label") || "Yes, go ahead";
     pending = then;
     returnFocus = document.activeElement;
     dialog.showModal();
     dialog.querySelector("[value=cancel]").focus(); // the safe choice first
   }
+  // The marked element: the submitter, the control itself, or a hidden
+  // input[data-irreversible] inside a form (set by what the form will run,
+  // e.g. the tool picked in a notebook's "add a cell").
   function irreversibleOf(elt, submitter) {
     if (submitter && submitter.hasAttribute("data-irreversible")) return submitter;
     if (elt && elt.hasAttribute && elt.hasAttribute("data-irreversible")) return elt;
+    if (elt && elt.tagName === "FORM") return elt.querySelector("input[type=hidden][data-irreversible]");
     return null;
   }
   function addAck(form) {
