@@ -14,7 +14,7 @@ import (
 func IrreversibleNote(tool, effect, authority, actionClass string) string {
 	switch {
 	case strings.HasPrefix(actionClass, "payment."):
-		return "Recording " + tool + " records a payment as made. A payment cannot be undone here: money that left does not come back by clicking."
+		return tool + " is a payment: money that has left cannot be called back from here, and its record stays."
 	case effect == "destructive":
 		return tool + " destroys data. What it deletes cannot be restored."
 	case authority == "irreversible":

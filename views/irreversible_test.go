@@ -15,7 +15,7 @@ func TestIrreversibleNote(t *testing.T) {
 		{"email.send", "mutate", "write-non-idempotent", "email.send.external", ""},
 		{"records.delete", "destructive", "irreversible", "tool.call.local", "records.delete destroys data"},
 		{"archive.purge", "mutate", "irreversible", "tool.call.local", "archive.purge cannot be undone"},
-		{"payment.initiate", "destructive", "irreversible", "payment.initiate", "records a payment as made"},
+		{"payment.initiate", "destructive", "irreversible", "payment.initiate", "payment.initiate is a payment"},
 	}
 	for _, c := range cases {
 		got := IrreversibleNote(c.tool, c.effect, c.authority, c.class)
