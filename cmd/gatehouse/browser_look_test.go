@@ -111,6 +111,18 @@ func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 	if got := mustText(t, ctx, `[data-testid=irreversible-dialog]`); !strings.Contains(got, "records.delete destroys data") || !strings.Contains(got, "cannot be restored") {
 		t.Fatalf("the dialog says %q", got)
 	}
+	// Times read relative, with the absolute time (the viewer's zone) on
+	// hover.
+	tm, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+		const el = document.querySelector('`+card+` [data-testid=proposed-by] time');
+		return {text: el.textContent, title: el.title, datetime: el.getAttribute('datetime')};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txt, _ := tm["text"].(string); (txt != "just now" && !strings.HasSuffix(txt, " ago")) || tm["title"] == "" || tm["datetime"] == "" {
+		t.Fatalf("the card's time: %v", tm)
+	}
 	// Labelled, and focus starts inside it on the safe choice.
 	state, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
 		const d = document.querySelector('[data-testid=irreversible-dialog]');

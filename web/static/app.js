@@ -122,7 +122,8 @@
     });
   }
   document.addEventListener("DOMContentLoaded", function () { renderTimes(); });
-  document.addEventListener("htmx:afterSettle", function (evt) { renderTimes(evt.detail.elt); });
+  // After any swap (an outerHTML swap replaces the element htmx reports).
+  document.addEventListener("htmx:afterSettle", function () { renderTimes(); });
   setInterval(renderTimes, 30000);
 
   // A second, explicit confirmation for what cannot be undone. A form, or
