@@ -10,6 +10,9 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 // axeViolation is the part of an axe-core result a failure names.
@@ -90,5 +93,37 @@ func TestBrowser_AccessibilityAxeOnEveryPageInBothThemes(t *testing.T) {
 				t.Errorf("%s theme, %s (%s): %s %s: %s\n  %s", theme, p.name, p.path, v.Impact, v.ID, v.Help, strings.Join(nodes, "\n  "))
 			}
 		}
+	}
+}
+
+// The first Tab reaches "Skip to content", shown with a focus ring; it
+// moves focus to the page's main content.
+func TestBrowser_SkipLinkAndVisibleFocus(t *testing.T) {
+	s := startServer(t, map[string]string{
+		"DATABASE_URL":             dbtest.MustURL(t),
+		"GATEHOUSE_ADMIN_EMAIL":    lookAdmin,
+		"GATEHOUSE_ADMIN_PASSWORD": lookPassword,
+	})
+	ctx := browser(t)
+	signInBrowser(t, ctx, s.URL, lookAdmin, lookPassword)
+	step(t, ctx, "tab to the skip link",
+		chromedp.Navigate(s.URL+"/conversations"),
+		chromedp.WaitVisible(chromedp.CSS("main")),
+		chromedp.KeyEvent(kb.Tab),
+	)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+		const el = document.activeElement, r = el.getBoundingClientRect(), cs = getComputedStyle(el);
+		return {text: el.textContent, top: r.top, outline: cs.outlineStyle, width: parseFloat(cs.outlineWidth)};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["text"] != "Skip to content" || got["top"].(float64) < 0 || got["outline"] == "none" || got["width"].(float64) < 2 {
+		t.Fatalf("the first Tab reaches %v", got)
+	}
+	step(t, ctx, "follow it", chromedp.KeyEvent(kb.Enter))
+	focus, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.id`))
+	if err != nil || focus != "main" {
+		t.Fatalf("after the skip link the focus is on #%s (%v)", focus, err)
 	}
 }

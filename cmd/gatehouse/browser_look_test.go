@@ -264,7 +264,7 @@ func TestBrowser_Screenshots(t *testing.T) {
 		file, path, ready, theme string
 	}{
 		{"home.png", "/", "main", "light"},
-		{"conversation.png", "/conversations/" + d.conv, "[data-testid=proposal-card]", "light"},
+		{"conversation.png", "/conversations/" + d.conv + "#proposal-" + d.put, "[data-testid=proposal-card]", "light"},
 		{"notebook.png", "/notebooks/" + d.notebook, "[data-testid=proposal-card]", "light"},
 		{"inbox.png", "/admin/approvals/" + d.packet, "main", "light"},
 		{"trust.png", "/trust", "main", "light"},
