@@ -81,6 +81,13 @@ func TestCards_TellWhoWhatAndAskTwiceForWhatCannotBeUndone(t *testing.T) {
 		t.Fatalf("decided line:\n%s", frag)
 	}
 
+	// A call made with a user token is the person's own.
+	mine := e.token("owner@example.com", auth.TokenUser)
+	_, own := e.api("POST", base+"/tool-calls", mine, map[string]any{"tool": "records.put",
+		"arguments": map[string]any{"collection": "clients", "key": "own", "value": map[string]any{"by": "me"}}, "rationale": "my own note on the client"})
+	if _, page := owner.get("/conversations/" + conv["id"].(string)); !strings.Contains(cardHTML(t, page, own["proposal_id"].(string)), "owner@example.com (token “test user”)") {
+		t.Fatalf("the user token's card:\n%s", cardHTML(t, page, own["proposal_id"].(string)))
+	}
 	// The REST API does not ask twice (the record is gone, so it runs and
 	// fails, but it runs).
 	resp, del2 := e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.delete",

@@ -203,20 +203,27 @@ func (s *Server) people(ctx context.Context, p proposals.Proposal) (proposer, de
 		}
 		return u.Email
 	}
+	person := email(p.ProposedByUserID)
+	if person == "" {
+		person = "the owner"
+	}
 	switch {
 	case p.ProposedByTokenID.Valid:
-		if t, err := s.q.GetAPIToken(ctx, p.ProposedByTokenID.UUID); err == nil {
-			proposer = "agent token “" + t.Name + "”"
-		} else {
+		t, err := s.q.GetAPIToken(ctx, p.ProposedByTokenID.UUID)
+		switch {
+		case err != nil && p.ProposedBy == "agent":
 			proposer = "an agent token"
+		case err != nil:
+			proposer = person
+		case t.Kind == "agent":
+			proposer = "agent token “" + t.Name + "”"
+		default: // a user token is the person themselves
+			proposer = person + " (token “" + t.Name + "”)"
 		}
 	case p.ProposedBy == "agent":
 		proposer = "an agent"
 	default:
-		proposer = email(p.ProposedByUserID)
-		if proposer == "" {
-			proposer = "the owner"
-		}
+		proposer = person
 	}
 	if p.ResolvedByUserID.Valid {
 		decider = email(p.ResolvedByUserID.UUID)
