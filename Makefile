@@ -22,6 +22,10 @@ test: ensure-postgres ensure-python ## run every test (race detector on) against
 e2e: ensure-postgres ensure-chromium ## run the browser tests in headless Chromium
 	$(GO) test -race -count=1 -tags e2e -run 'Browser' ./...
 
+.PHONY: screenshots
+screenshots: ensure-postgres ensure-chromium ## PNGs of the main pages (seeded data, light and dark theme) into docs/screenshots
+	GATEHOUSE_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -tags e2e -run 'TestBrowser_Screenshots$$' -v ./cmd/gatehouse
+
 .PHONY: soak
 soak: ensure-postgres ## crash suite: SIGKILL a real server during concurrent tool calls, then check (SOAK_ROUNDS=5 SOAK_CONCURRENCY=200)
 	$(GO) test -tags soak -run Soak -count=1 -v -timeout 30m ./cmd/gatehouse

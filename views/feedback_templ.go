@@ -510,7 +510,7 @@ func FeedbackPage(s Shell, v FeedbackView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if len(v.Items) == 0 {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<p class=\"muted\">No feedback matches.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<p class=\"empty\"><strong>No feedback matches.</strong> Clear the filters to see every report; agents send feedback with <code>submit_feedback</code> when a call does not do what they expected.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -3,15 +3,20 @@ package web
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/views"
 )
 
@@ -159,6 +164,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 			msg = fmt.Sprintf("Internal error (request id %s).", p.RequestID)
 		}
 		werr = render(c, p.Status, views.ErrorFragment(msg))
+	case p.Status == http.StatusNotFound:
+		werr = s.notFoundPage(c, p)
 	default:
 		werr = render(c, p.Status, views.ErrorPage(s.shell(c, p.Title, ""), views.ErrorView{
 			Status: p.Status, Title: p.Title, Message: p.Detail, RequestID: p.RequestID,
@@ -167,6 +174,48 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if werr != nil {
 		s.log.Warn("writing error response", "err", werr, "request_id", p.RequestID)
 	}
+}
+
+// notFoundPage renders the 404 page with the navigation of whoever is
+// signed in. An address no route matches ran no middleware, so the
+// session (and the CSRF token the sign-out form needs) is loaded here.
+func (s *Server) notFoundPage(c echo.Context, p problem) error {
+	page := func(c echo.Context) error {
+		return render(c, p.Status, views.NotFoundPage(s.shell(c, "Page not found", ""), views.ErrorView{
+			Status: p.Status, Title: p.Title, Message: p.Detail, RequestID: p.RequestID,
+		}))
+	}
+	if _, ok := c.Get(principalKey).(auth.Principal); ok || c.Request().Method != http.MethodGet {
+		return page(c)
+	}
+	h := s.optionalUser(page)
+	h = middleware.CSRFWithConfig(s.csrfConfig())(h)
+	h = s.loadSession(h)
+	return noStore(h)(c)
+}
+
+// optionalUser sets the signed-in user, if any, and never refuses.
+func (s *Server) optionalUser(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx := c.Request().Context()
+		if id, err := uuid.Parse(s.sessions.GetString(ctx, sessionUserID)); err == nil {
+			if p, err := s.auth.SessionPrincipal(ctx, id, time.UnixMicro(s.sessions.GetInt64(ctx, sessionSignedInAt))); err == nil {
+				c.Set(principalKey, p)
+			}
+		}
+		return next(c)
+	}
+}
+
+// favicon answers /favicon.ico, which browsers ask for on their own, with
+// the SVG icon the pages link to.
+func (s *Server) favicon(c echo.Context) error {
+	b, err := fs.ReadFile(staticFiles(), "favicon.svg")
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+	return c.Blob(http.StatusOK, "image/svg+xml", b)
 }
 
 func isAPI(c echo.Context) bool  { return strings.HasPrefix(c.Request().URL.Path, "/api/") }

@@ -95,7 +95,7 @@ func (s *Server) transcript(c echo.Context, id uuid.UUID) ([]views.TranscriptLin
 	for _, m := range msgs {
 		line := views.TranscriptLine{Role: m.Role, Content: m.Content}
 		if pr, ok := props[m.ProposalID]; ok && m.ProposalID != uuid.Nil {
-			card := s.toCard(pr)
+			card := s.toCard(ctx, pr)
 			line.Card = &card
 		}
 		lines = append(lines, line)

@@ -11,6 +11,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/views"
@@ -54,13 +55,14 @@ func (s *Server) notebookPage(c echo.Context) error {
 		return err
 	}
 	v := views.NotebookView{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Form: s.cellForm(nb.ID.String(), "")}
+	v.Form.Trust = string(nb.TrustLevel)
 	if next := nextTrustLevel(nb.TrustLevel); next != "" {
 		if v.Hints, err = s.graduationHints(c, proposals.InNotebook(nb.ID), "/notebooks/"+nb.ID.String()+"/trust", "trust_level", string(next), string(next)); err != nil {
 			return err
 		}
 	}
 	for _, p := range cells {
-		v.Cells = append(v.Cells, s.toCard(p))
+		v.Cells = append(v.Cells, s.toCard(c.Request().Context(), p))
 	}
 	return render(c, http.StatusOK, views.NotebookPage(s.shell(c, nb.Title, "notebooks"), v))
 }
@@ -88,11 +90,20 @@ func (s *Server) setTrustLevel(c echo.Context) error {
 func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
 	f := views.CellForm{NotebookID: notebookID, IdempotencyKey: newFormKey()}
 	var selected *tools.Tool
+	// Without a choice, the picker starts on the first read tool, never on
+	// one that changes or destroys data.
 	for _, t := range s.props.Tools() {
-		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description})
-		if selected == nil || t.Name == toolName {
+		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description,
+			Irreversible: views.IrreversibleNote(t.Name, string(t.Effect), string(t.Contract.Authority), t.Contract.ActionClass)})
+		switch {
+		case t.Name == toolName:
+			selected = t
+		case toolName == "" && t.Effect == policy.EffectRead && (selected == nil || selected.Effect != policy.EffectRead):
 			selected = t
 		}
+	}
+	if selected == nil && len(s.props.Tools()) > 0 {
+		selected = s.props.Tools()[0]
 	}
 	if selected != nil {
 		f.Tool, f.Fields = selected.Name, formFields(selected, nil, nil)
@@ -107,10 +118,13 @@ func (s *Server) cellFields(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.nbs.Get(c.Request().Context(), principal(c), id); err != nil {
+	nb, err := s.nbs.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.CellFields(s.cellForm(id.String(), c.QueryParam("tool"))))
+	f := s.cellForm(id.String(), c.QueryParam("tool"))
+	f.Trust = string(nb.TrustLevel)
+	return render(c, http.StatusOK, views.CellFields(f))
 }
 
 // addCell handles "POST /notebooks/:id/cells": the owner adds a cell. It
@@ -132,6 +146,20 @@ func (s *Server) addCell(c echo.Context) error {
 	if !ok {
 		f := s.cellForm(id.String(), "")
 		f.Error = "Pick a tool from the list."
+		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
+	}
+	// A notebook that runs the cell at once (autonomous) runs a tool that
+	// cannot be undone only after the second confirmation.
+	nb, err := s.nbs.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	if note := views.IrreversibleNote(tool.Name, string(tool.Effect), string(tool.Contract.Authority), tool.Contract.ActionClass); note != "" &&
+		nb.TrustLevel == policy.TrustAutonomous && form.Get("irreversible_ack") != "1" {
+		f := s.cellForm(id.String(), name)
+		f.Trust = string(nb.TrustLevel)
+		f.Fields, f.Rationale, f.IdempotencyKey = formFieldsFromInput(tool, form, nil), rationale, key
+		f.Error = note + " This notebook runs it as soon as it is added: confirm it a second time to go ahead; nothing ran."
 		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
 	}
 	// The form carries an idempotency key of its own, so a double submit
@@ -156,13 +184,16 @@ func (s *Server) addCell(c echo.Context) error {
 			return err
 		}
 		f := s.cellForm(id.String(), name)
+		f.Trust = string(nb.TrustLevel)
 		f.Fields, f.Rationale, f.IdempotencyKey = formFieldsFromInput(tool, form, err), rationale, key
 		f.RationaleError = fieldError(err, "rationale")
 		f.Error = apperr.Message(err)
 		return render(c, http.StatusUnprocessableEntity, views.AddCellForm(f))
 	}
 	c.Response().Header().Set("HX-Trigger", "cells-changed")
-	return render(c, http.StatusOK, views.AddCellForm(s.cellForm(id.String(), name)))
+	f := s.cellForm(id.String(), name)
+	f.Trust = string(nb.TrustLevel)
+	return render(c, http.StatusOK, views.AddCellForm(f))
 }
 
 // newCells handles "GET /notebooks/:id/cells?after=N&card=<version>…":
@@ -188,7 +219,7 @@ func (s *Server) newCells(c echo.Context) error {
 	}
 	cards := make([]views.ProposalCard, len(cells))
 	for i, p := range cells {
-		cards[i] = s.toCard(p)
+		cards[i] = s.toCard(ctx, p)
 	}
 	shown := min(after, len(cards))
 	trust, shownTrust := string(nb.TrustLevel), c.QueryParam("trust")

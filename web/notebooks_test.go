@@ -123,7 +123,8 @@ func TestNotebookPage_TrustSelectorPersistsAndExplainsEachLevel(t *testing.T) {
 	}
 	for _, s := range []string{
 		`value="cautious" checked`, "Mutating and destructive tools ask before they run.",
-		"Mutating tools run; destructive tools ask.", "Everything runs without asking.",
+		"Mutating tools run; destructive tools ask.", "Every tool runs without asking you, destructive ones too.",
+		"Whatever the level, a stricter layer can still hold a call",
 	} {
 		if !strings.Contains(body, s) {
 			t.Errorf("the page lacks %q", s)

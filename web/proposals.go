@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -28,7 +29,7 @@ func (s *Server) proposalCard(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.ProposalCardView(s.toCard(p)))
+	return render(c, http.StatusOK, views.ProposalCardView(s.toCard(c.Request().Context(), p)))
 }
 
 // applyProposal handles "POST /proposals/:id/apply" (Approve / Run, and
@@ -42,6 +43,9 @@ func (s *Server) applyProposal(c echo.Context) error {
 	form, err := c.FormParams()
 	if err != nil {
 		return apperr.Errorf(apperr.EBADREQ, "The form could not be read.")
+	}
+	if err := s.requireIrreversibleAck(c, id, form.Get("irreversible_ack")); err != nil {
+		return s.renderCard(c, id, proposals.Proposal{}, err, form)
 	}
 	var edited json.RawMessage
 	switch {
@@ -71,6 +75,9 @@ func (s *Server) performProposal(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.requireIrreversibleAck(c, id, c.FormValue("irreversible_ack")); err != nil {
+		return s.renderCard(c, id, proposals.Proposal{}, err, nil)
+	}
 	p, err := s.props.Perform(c.Request().Context(), principal(c), id)
 	return s.renderCard(c, id, p, err, nil)
 }
@@ -94,7 +101,7 @@ func (s *Server) rejectProposal(c echo.Context) error {
 // the person filled it.
 func (s *Server) renderCard(c echo.Context, id uuid.UUID, p proposals.Proposal, err error, form map[string][]string) error {
 	if err == nil {
-		return render(c, http.StatusOK, views.ProposalCardView(s.toCard(p)))
+		return render(c, http.StatusOK, views.ProposalCardView(s.toCard(c.Request().Context(), p)))
 	}
 	code := apperr.Code(err)
 	if code != apperr.EINVALID && code != apperr.ECONFLICT && code != apperr.EFORBIDDEN {
@@ -104,7 +111,7 @@ func (s *Server) renderCard(c echo.Context, id uuid.UUID, p proposals.Proposal, 
 	if gerr != nil {
 		return gerr
 	}
-	card := s.toCard(cur)
+	card := s.toCard(c.Request().Context(), cur)
 	card.FormError = apperr.Message(err)
 	if tool, ok := s.props.Tool(cur.Tool); ok && code == apperr.EINVALID && hasArgumentFields(form) {
 		card.Fields = formFieldsFromInput(tool, form, err)
@@ -136,7 +143,95 @@ func decisionLines(proposed, effect *policy.Decision) []views.DecisionLine {
 	return out
 }
 
-func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
+// requireIrreversibleAck refuses, on the pages, to run a call that cannot
+// be undone unless the person confirmed it a second time (the dialog that
+// app.js opens for data-irreversible sets irreversible_ack=1). The REST
+// API does not ask: its callers confirm by calling.
+func (s *Server) requireIrreversibleAck(c echo.Context, id uuid.UUID, ack string) error {
+	if ack == "1" {
+		return nil
+	}
+	p, err := s.props.Get(c.Request().Context(), principal(c), id)
+	if err != nil {
+		return err
+	}
+	if note := irreversibleNote(p); note != "" {
+		return apperr.Errorf(apperr.EINVALID, "%s Confirm it a second time to go ahead: nothing ran.", note)
+	}
+	return nil
+}
+
+func irreversibleNote(p proposals.Proposal) string {
+	return views.IrreversibleNote(p.Tool, string(p.Effect), string(p.Authority), p.ActionClass)
+}
+
+// decidedHow says in words how a call was resolved, for the card's "who
+// decided" line; empty while nobody has.
+func decidedHow(p proposals.Proposal) string {
+	switch {
+	case p.Status == proposals.StatusRejected && p.Scope.Kind == proposals.ScopeNotebook:
+		return "Discarded"
+	case p.Status == proposals.StatusRejected:
+		return "Rejected"
+	case p.Status == proposals.StatusPending, p.Status == proposals.StatusPendingApproval, p.Status == "expired":
+		return ""
+	}
+	switch p.ApplyPath {
+	case proposals.PathAuto:
+		return "Ran automatically"
+	case proposals.PathApproval:
+		return "Approved"
+	case proposals.PathPerformed:
+		return "Performed"
+	case proposals.PathHuman:
+		if p.Scope.Kind == proposals.ScopeNotebook {
+			return "Run"
+		}
+		return "Approved"
+	}
+	return ""
+}
+
+// people names who proposed a call (the agent token by name, or the
+// person) and who decided it. A name that cannot be read is left out
+// rather than failing the page.
+func (s *Server) people(ctx context.Context, p proposals.Proposal) (proposer, decider string) {
+	email := func(id uuid.UUID) string {
+		u, err := s.q.GetUser(ctx, id)
+		if err != nil {
+			return ""
+		}
+		return u.Email
+	}
+	person := email(p.ProposedByUserID)
+	if person == "" {
+		person = "the owner"
+	}
+	switch {
+	case p.ProposedByTokenID.Valid:
+		t, err := s.q.GetAPIToken(ctx, p.ProposedByTokenID.UUID)
+		switch {
+		case err != nil && p.ProposedBy == "agent":
+			proposer = "an agent token"
+		case err != nil:
+			proposer = person
+		case t.Kind == "agent":
+			proposer = "agent token “" + t.Name + "”"
+		default: // a user token is the person themselves
+			proposer = person + " (token “" + t.Name + "”)"
+		}
+	case p.ProposedBy == "agent":
+		proposer = "an agent"
+	default:
+		proposer = person
+	}
+	if p.ResolvedByUserID.Valid {
+		decider = email(p.ResolvedByUserID.UUID)
+	}
+	return proposer, decider
+}
+
+func (s *Server) toCard(ctx context.Context, p proposals.Proposal) views.ProposalCard {
 	args := p.Arguments
 	if len(p.AppliedArguments) > 0 {
 		args = p.AppliedArguments
@@ -147,6 +242,22 @@ func (s *Server) toCard(p proposals.Proposal) views.ProposalCard {
 		RejectionReason: p.RejectionReason, ApplyPath: p.ApplyPath, ProposedBy: p.ProposedBy,
 		Created:  p.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"),
 		Notebook: p.Scope.Kind == proposals.ScopeNotebook,
+		Risk:     string(p.Risk), Authority: string(p.Authority), ActionClass: p.ActionClass,
+		CreatedAt: p.CreatedAt, Irreversible: irreversibleNote(p),
+	}
+	card.Proposer, card.DecidedBy = s.people(ctx, p)
+	if card.DecidedHow = decidedHow(p); card.DecidedHow != "" {
+		switch {
+		case p.ClaimedAt != nil:
+			card.DecidedAt = *p.ClaimedAt
+		case p.ResolvedAt != nil:
+			card.DecidedAt = *p.ResolvedAt
+		}
+	} else {
+		card.DecidedBy = ""
+	}
+	if len(p.AppliedArguments) > 0 {
+		card.Changes = views.ArgumentDiff(p.Arguments, p.AppliedArguments)
 	}
 	if p.Packet != nil {
 		card.Summary, card.ApproverRole = p.Packet.Summary, p.Packet.ApproverRole

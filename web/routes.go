@@ -42,6 +42,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/readyz", s.readyz)
 	e.GET("/metrics", echoprometheus.NewHandlerWithConfig(echoprometheus.HandlerConfig{Gatherer: s.metrics}))
 	e.StaticFS("/static", staticFiles())
+	e.GET("/favicon.ico", s.favicon)
 
 	// REST API: bearer tokens, requests validated against openapi.yaml.
 	e.GET("/api/v1/openapi.yaml", s.openAPIDocument)

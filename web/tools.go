@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/views"
 )
@@ -34,9 +36,39 @@ func (s *Server) toolsPage(c echo.Context) error {
 			return err
 		}
 		items[i] = views.ToolItem{Name: t.Name, Description: t.Description, Effect: string(t.Effect), Schema: schema.String(),
-			Params: t.Params(), Contract: contractLines(t), Upstream: t.Upstream, UpstreamStatus: status[t.Name], Cheatsheet: t.Cheatsheet}
+			Params: t.Params(), Contract: contractLines(t), Upstream: t.Upstream, UpstreamStatus: status[t.Name], Cheatsheet: t.Cheatsheet,
+			Holds: holdLines(t)}
 	}
 	return render(c, http.StatusOK, views.ToolsPage(s.shell(c, "Tools", "tools"), items, upstreamItems(ups)))
+}
+
+// holdLines say which layers stricter than the conversation's mode or the
+// notebook's trust level hold a call to this tool, so the page never
+// promises that a setting runs it (docs/policy.md, "One decision, in
+// layers that only tighten").
+func holdLines(t *tools.Tool) []string {
+	c := t.Contract
+	var out []string
+	classes := append([]string{c.ActionClass}, c.ActionClasses...)
+	for _, class := range classes {
+		if g, ok := policy.DefaultClasses().Group(class); ok && g == policy.GroupHumanOnly {
+			out = append(out, fmt.Sprintf("Action class %s is human-only: no setting runs it; an agent's call waits for its owner to perform it and record it.", class))
+			break
+		}
+	}
+	switch {
+	case c.Gating.Required:
+		out = append(out, fmt.Sprintf("Always waits for an approver with the %s role, whatever the mode or trust level.", c.Gating.ApproverRole))
+	case c.Gating.Threshold != "":
+		out = append(out, fmt.Sprintf("Waits for an approver with the %s role when %s, whatever the mode or trust level.", c.Gating.ApproverRole, c.Gating.Threshold))
+	}
+	if c.Risk == policy.RiskHigh {
+		out = append(out, "High risk: waits for an approver unless an admin lets the workspace auto-approve high-risk calls.")
+	}
+	if slices.ContainsFunc(c.Constraints, func(k policy.Constraint) bool { return k.Kind == policy.ConstraintRequiresWitness }) {
+		out = append(out, "Requires a witness: two approvers other than the proposer and the owner.")
+	}
+	return out
 }
 
 // contractLines says what a tool's contract means, line by line.

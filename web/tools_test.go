@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/views"
 )
 
 func TestToolsPage_ListsEveryToolWithItsEffectAndArguments(t *testing.T) {
@@ -38,8 +39,19 @@ func TestToolsPage_ListsEveryToolWithItsEffectAndArguments(t *testing.T) {
 			t.Errorf("%s is not listed", tool.Name)
 			continue
 		}
-		if !strings.Contains(card, `data-testid="tool-effect">`+string(tool.Effect)+"<") {
-			t.Errorf("%s does not show its effect %s", tool.Name, tool.Effect)
+		if !strings.Contains(card, `data-effect="`+string(tool.Effect)+`">`+views.EffectWords(string(tool.Effect))+"<") {
+			t.Errorf("%s does not show its effect %s in words", tool.Name, tool.Effect)
+		}
+		// Where a stricter layer than the owner's setting holds the call,
+		// the page says so.
+		if tool.Contract.Risk == "high" && !strings.Contains(card, "High risk: waits for an approver") {
+			t.Errorf("%s is high risk and the page does not say it waits for an approver", tool.Name)
+		}
+		if tool.Name == "payment.initiate" && !strings.Contains(card, "human-only: no setting runs it") {
+			t.Errorf("payment.initiate does not say only a person performs it")
+		}
+		if tool.Effect == "destructive" && strings.Contains(card, "in every notebook") {
+			t.Errorf("%s promises what an autonomous notebook does not keep", tool.Name)
 		}
 		if !strings.Contains(card, "<dt>Authority</dt><dd>"+string(tool.Contract.Authority)+"</dd>") ||
 			!strings.Contains(card, "<dt>Audit kept</dt>") {

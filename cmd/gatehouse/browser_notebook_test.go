@@ -79,8 +79,11 @@ func TestBrowser_TrustedNotebookRunsChangesAndAsksForDeletes(t *testing.T) {
 		"idempotency_key": "note-acme-monday-0001"})
 	step(t, ctx, "agent cell and run",
 		chromedp.WaitVisible(chromedp.CSS(`[data-tool="notes.append"][data-status=applied]`)),
-		// Run the delete: its postflight replaces the buttons.
+		// Run the delete (it cannot be undone: confirm a second time); its
+		// postflight replaces the buttons.
 		chromedp.Click(chromedp.CSS(`[data-tool="records.delete"] [data-testid=approve]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=irreversible-confirm]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid=irreversible-confirm]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-tool="records.delete"][data-status=applied] [data-testid=result]`)),
 	)
 	if got := mustText(t, ctx, `[data-tool="records.delete"] [data-testid=result]`); !strings.Contains(got, "deleted") {

@@ -55,7 +55,7 @@ func (t TrustLevel) Explain() string {
 	case TrustTrusted:
 		return "Mutating tools run; destructive tools ask."
 	case TrustAutonomous:
-		return "Everything runs without asking."
+		return "Every tool runs without asking you, destructive ones too."
 	}
 	return ""
 }

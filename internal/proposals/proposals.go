@@ -110,6 +110,12 @@ type Proposal struct {
 	RejectionReason string
 	ApplyPath       string
 	ProposedBy      string // "agent" or "user"
+	// ProposedByUserID is the user the call was made for (the token's
+	// owner), ProposedByTokenID the agent token that made it (if any) and
+	// ResolvedByUserID who approved, ran or rejected it.
+	ProposedByUserID  uuid.UUID
+	ProposedByTokenID uuid.NullUUID
+	ResolvedByUserID  uuid.NullUUID
 	// ConfirmIgnored says why a caller's confirm: true granted nothing.
 	ConfirmIgnored string
 	// RationaleWarning says that a missing or short rationale was accepted
@@ -762,6 +768,7 @@ func fromRow(r db.Proposal) Proposal {
 		ActionClass: r.ActionClass.String, Decision: decodeDecision(r.Decision), EffectDecision: decodeDecision(r.EffectDecision), DryRun: r.DryRun,
 		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
 		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ClaimedAt: r.ClaimedAt, ResolvedAt: r.ResolvedAt,
+		ProposedByUserID: r.ProposedByUserID, ProposedByTokenID: r.ProposedByTokenID, ResolvedByUserID: r.ResolvedByUserID,
 	}
 }
 
