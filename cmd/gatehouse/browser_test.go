@@ -99,13 +99,23 @@ func signInBrowser(t *testing.T, ctx context.Context, base, email, password stri
 }
 
 // mustText returns the visible text of the first element matching css.
+// Live pages re-render fragments from the database (an answer's swap, then
+// the event feed's), so the element read may be the one just replaced: an
+// empty read is retried for a moment, on whatever now matches css.
 func mustText(t *testing.T, ctx context.Context, css string) string {
 	t.Helper()
-	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-	if err != nil {
-		t.Fatalf("text of %s: %v", css, err)
+	var s string
+	for try := 0; ; try++ {
+		var err error
+		s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", css, err)
+		}
+		if strings.TrimSpace(s) != "" || try == 20 {
+			return strings.TrimSpace(s)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return strings.TrimSpace(s)
 }
 
 // step runs actions with their own deadline, and on failure shows the page.
