@@ -711,7 +711,7 @@ func ApprovalList(v ApprovalsView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<ul class=\"inbox-rows\" data-testid=\"queue\" aria-label=\"Packets\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<ul class=\"inbox-rows\" data-testid=\"packet-list\" aria-label=\"Packets\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

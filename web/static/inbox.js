@@ -45,10 +45,11 @@
     linkOf(row).click(); // htmx loads the detail and pushes the URL
   }
 
-  // detailReady says whether the open detail is the selected row's.
+  // detailReady says whether the open detail is the selected row's, and
+  // settled: htmx has wired its forms.
   function detailReady(row) {
     var d = detail();
-    return row && d && d.dataset.id === row.dataset.id;
+    return !!(row && d && d.dataset.id === row.dataset.id && !d.closest(".htmx-added, .htmx-settling"));
   }
 
   function approve() {
@@ -125,11 +126,18 @@
       case "k": select(i < 0 ? list[0] : list[Math.max(i - 1, 0)]); break;
       case "x": toggleCheck(row); break;
       case "a": approve(); break;
-      case "r": reject(); break; // the keystroke is not typed: its default is prevented
+      case "r": rDown = true; break; // reject() on keyup, so the keystroke is never typed into the reason
       case "?": openKeys(); break;
       default: return;
     }
     evt.preventDefault();
+  });
+
+  var rDown = false;
+  document.addEventListener("keyup", function (evt) {
+    if (evt.key !== "r" || !rDown) return;
+    rDown = false;
+    reject();
   });
 
   document.addEventListener("click", function (evt) {
@@ -171,11 +179,16 @@
   // An inbox answer with an error (a stale packet: 409, 410; not allowed:
   // 403) carries the inbox with the message next to the control: swap it
   // instead of blanking anything. Other failures stay with app.js's flash.
-  var swapping = null;
+  // Whether a request is the inbox's is known when it starts: by the time
+  // it answers, a live refresh may have replaced the element that sent it.
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var elt = evt.detail.elt;
+    if (elt && elt.closest && elt.closest(".inbox") && evt.detail.xhr) evt.detail.xhr.inboxRequest = true;
+  });
+
   document.addEventListener("htmx:beforeSwap", function (evt) {
-    var cfg = evt.detail.requestConfig || {}, elt = cfg.elt;
-    if (!elt || !elt.closest || !elt.closest(".inbox")) return;
-    var xhr = evt.detail.xhr;
+    var cfg = evt.detail.requestConfig || {}, elt = cfg.elt, xhr = evt.detail.xhr;
+    if (!xhr || !xhr.inboxRequest) return;
     if (xhr.status >= 400 && xhr.status < 500 && /id="(inbox|detail)"/.test(xhr.responseText)) {
       evt.detail.shouldSwap = true;
       evt.detail.isError = false;
@@ -184,18 +197,18 @@
     // Focus survives swaps: a row keeps it (by packet), another control by
     // its id.
     var a = document.activeElement, row = rowOf(a);
-    swapping = {
+    xhr.inboxSwap = {
       verb: cfg.verb, status: xhr.status, target: evt.detail.target ? evt.detail.target.id : "",
-      list: elt.id === "inbox-list", row: row ? row.dataset.id : null, id: a && a !== document.body ? a.id : null
+      list: !!elt && elt.id === "inbox-list", row: row ? row.dataset.id : null, id: a && a !== document.body ? a.id : null
     };
   });
 
   function rowWithID(id) { return rows().filter(function (r) { return r.dataset.id === id; })[0]; }
 
-  document.addEventListener("htmx:afterSettle", function () {
-    var p = swapping;
-    swapping = null;
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    var xhr = evt.detail.xhr, p = xhr && xhr.inboxSwap;
     if (!p || !document.getElementById("inbox")) return;
+    xhr.inboxSwap = null; // once per answer, whatever else it settled
     bulkState();
     if (p.target === "detail") {
       if (pendingKey && detailReady(selectedRow())) {
@@ -221,6 +234,7 @@
     }
     if (p.row) focusRow(rowWithID(p.row) || selectedRow() || rows()[0]);
     else if (p.id && document.getElementById(p.id)) document.getElementById(p.id).focus();
+    else if (document.activeElement === document.body || !document.activeElement) focusRow(selectedRow() || rows()[0]);
     // A live refresh: when the open packet changed elsewhere (resolved, a
     // vote), its detail is loaded again.
     if (p.list) refreshDetail();
@@ -228,11 +242,19 @@
 
   function refreshDetail() {
     var d = detail();
-    if (!d || !d.dataset.id) return;
-    var row = rows().filter(function (r) { return r.dataset.id === d.dataset.id; })[0];
-    if (row && row.dataset.state === d.dataset.state) return;
+    if (!d) return;
+    var id = d.dataset.id;
+    if (!id) {
+      // Nothing was open: the packet the list now selects opens.
+      var sel = selectedRow();
+      if (!sel) return;
+      id = sel.dataset.id;
+    } else {
+      var row = rowWithID(id);
+      if (row && row.dataset.state === d.dataset.state) return;
+    }
     var q = document.getElementById("inbox").dataset.query || "";
-    htmx.ajax("GET", "/admin/approvals/" + d.dataset.id + (q ? "?" + q : ""), { target: "#detail", select: "#detail", swap: "outerHTML" });
+    htmx.ajax("GET", "/admin/approvals/" + id + (q ? "?" + q : ""), { source: d, target: "#detail", select: "#detail", swap: "outerHTML" });
   }
 
   // Countdowns: "expires in 2 h 5 min", kept current.
