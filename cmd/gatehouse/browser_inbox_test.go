@@ -184,6 +184,16 @@ func TestBrowser_InboxKeyboardTriage(t *testing.T) {
 		t.Fatalf("the untouched packet is %v", p)
 	}
 
+	// A packet proposed meanwhile arrives live; the open packet, the
+	// selection and the focus stay where they were.
+	e := send("eve@example.net")
+	inboxStep(t, ctx, "a live packet keeps the selection",
+		until(`!!document.querySelector('[data-testid=packet][data-id="`+id(e)+`"]')`),
+		until(`document.querySelector('.inbox-row.selected') && document.querySelector('.inbox-row.selected').dataset.id === '`+id(d)+`'`),
+		until(`document.getElementById('detail').dataset.id === '`+id(d)+`'`),
+		until(focusedRowIs(id(d))),
+	)
+
 	// A bulk reject without a reason says so next to the reason field.
 	inboxStep(t, ctx, "a bulk reject without a reason",
 		chromedp.KeyEvent("x"),
@@ -192,6 +202,9 @@ func TestBrowser_InboxKeyboardTriage(t *testing.T) {
 		chromedp.KeyEvent("\r"),
 		until(`!document.getElementById('bulk-error').hidden && document.getElementById('bulk-error').textContent.includes('Give a reason')`),
 		until(`!!document.querySelector('[data-testid=packet]')`),
+		// The field next to the message has the focus.
+		until(`document.activeElement && document.activeElement.id === 'bulk-reason'`),
+		until(`!document.querySelector('.htmx-settling, .htmx-added')`),
 	)
 	if p := proposal(d); p["status"] != "pending_approval" {
 		t.Fatalf("a bulk reject without a reason changed %v", p)
