@@ -247,7 +247,13 @@ func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status
 		v.Items = append(v.Items, item)
 	}
 	v.DetailMessage = st.selectErr
-	if selected != uuid.Nil {
+	// An htmx request for a part of the inbox gets that part: a live
+	// refresh of the list needs neither the open packet nor the stuck calls.
+	part := ""
+	if isHTMX(c) {
+		part = c.Request().Header.Get("HX-Target")
+	}
+	if selected != uuid.Nil && part != "inbox-list" {
 		a, err := s.props.Approval(ctx, p, selected)
 		switch {
 		case err == nil:
@@ -263,9 +269,11 @@ func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status
 			return err
 		}
 	}
-	stuck, err := s.props.Stuck(ctx, p)
-	if err != nil {
-		return err
+	var stuck []proposals.Proposal
+	if part == "" {
+		if stuck, err = s.props.Stuck(ctx, p); err != nil {
+			return err
+		}
 	}
 	for _, sp := range stuck {
 		origin, link := "a conversation", "/conversations/"+sp.Scope.ID.String()

@@ -334,7 +334,7 @@ func TestInbox_ActionsOpenTheNextPacketAndSayWhatWasDone(t *testing.T) {
 	// selection kept.
 	resp, body = f.boss.htmx("POST", "/admin/approvals/bulk", url.Values{"action": {"reject"}, "ids": {b, c}, "query": {"status=pending"}}, nil)
 	if resp.StatusCode != http.StatusUnprocessableEntity || !regexp.MustCompile(`data-testid="bulk-error" role="alert">Give a reason`).MatchString(body) ||
-		strings.Count(body, `data-testid="packet-check" tabindex="-1" checked`)+strings.Count(body, `checked aria-label`) == 0 {
+		strings.Count(body, `form="bulk" checked`) != 2 {
 		t.Fatalf("bulk reject without a reason: %d\n%s", resp.StatusCode, body)
 	}
 	resp, body = f.boss.htmx("POST", "/admin/approvals/bulk", url.Values{"action": {"reject"}, "reason": {"Not needed now."}, "ids": {b, c}, "query": {"status=pending"}}, nil)

@@ -116,7 +116,8 @@
     if (evt.ctrlKey || evt.metaKey || evt.altKey || evt.defaultPrevented) return;
     if (document.querySelector("dialog[open]")) return; // a dialog has the keys (Esc closes it)
     var t = evt.target, tag = (t.tagName || "").toLowerCase();
-    if (tag === "input" || tag === "textarea" || tag === "select" || t.isContentEditable) {
+    var typing = (tag === "input" && !/^(checkbox|radio|button|submit)$/.test(t.type)) || tag === "textarea" || tag === "select" || t.isContentEditable;
+    if (typing) {
       if (evt.key === "Escape") { focusRow(selectedRow()); evt.preventDefault(); }
       return;
     }
