@@ -241,6 +241,13 @@ func TestInbox_SelectionAndDeepLinkRenderTheDetail(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || strings.Contains(frag, "<html") || !strings.Contains(frag, `id="detail"`) || !strings.Contains(frag, second) {
 		t.Fatalf("detail fragment: %d\n%s", resp.StatusCode, frag)
 	}
+	// A live refresh of the list keeps the selection it is given, and
+	// leaves the open packet alone.
+	resp, frag = f.boss.htmx("GET", "/admin/approvals?status=pending&selected="+second, nil, map[string]string{"HX-Target": "inbox-list"})
+	if resp.StatusCode != http.StatusOK || !regexp.MustCompile(`(?s)data-id="`+second+`".*?data-testid="packet-link"[^>]*aria-current="true"`).MatchString(frag) ||
+		strings.Contains(frag, `data-testid="approval"`) {
+		t.Fatalf("list refresh: %d\n%s", resp.StatusCode, frag)
+	}
 	// A packet that is not there: 404, with the inbox and a message.
 	resp, body = f.boss.get("/admin/approvals/" + uuid.NewString())
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "No such packet here") || strings.Count(body, `data-testid="packet"`) != 2 {
