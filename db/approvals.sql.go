@@ -33,6 +33,73 @@ func (q *Queries) AddApprovalVote(ctx context.Context, arg AddApprovalVoteParams
 	return result.RowsAffected(), nil
 }
 
+const countApprovals = `-- name: CountApprovals :one
+SELECT
+    count(*) FILTER (WHERE a.status = 'pending' AND ($1::text = '' OR p.risk = $1)) AS pending,
+    count(*) FILTER (WHERE a.status = 'approved' AND ($1::text = '' OR p.risk = $1)) AS approved,
+    count(*) FILTER (WHERE a.status = 'rejected' AND ($1::text = '' OR p.risk = $1)) AS rejected,
+    count(*) FILTER (WHERE a.status = 'expired' AND ($1::text = '' OR p.risk = $1)) AS expired,
+    count(*) FILTER (WHERE $1::text = '' OR p.risk = $1) AS any_status,
+    count(*) FILTER (WHERE ($2::text = '' OR a.status = $2) AND p.risk = 'high') AS high,
+    count(*) FILTER (WHERE ($2::text = '' OR a.status = $2) AND p.risk = 'medium') AS medium,
+    count(*) FILTER (WHERE ($2::text = '' OR a.status = $2) AND p.risk = 'low') AS low,
+    count(*) FILTER (WHERE $2::text = '' OR a.status = $2) AS any_risk
+FROM approvals a
+JOIN proposals p ON p.id = a.proposal_id
+WHERE a.workspace_id = $3
+  AND a.approver_role = ANY ($4::text[])
+  AND ($5::text = '' OR p.tool = $5)
+  AND ($6::text = '' OR p.action_class = $6)
+`
+
+type CountApprovalsParams struct {
+	Risk        string
+	Status      string
+	WorkspaceID uuid.UUID
+	Roles       []string
+	Tool        string
+	ActionClass string
+}
+
+type CountApprovalsRow struct {
+	Pending   int64
+	Approved  int64
+	Rejected  int64
+	Expired   int64
+	AnyStatus int64
+	High      int64
+	Medium    int64
+	Low       int64
+	AnyRisk   int64
+}
+
+// The inbox's filter bar, in one query: each status's count under the
+// other filters (tool, action class, risk), and each risk's count under
+// the status, tool and action class filters.
+func (q *Queries) CountApprovals(ctx context.Context, arg CountApprovalsParams) (CountApprovalsRow, error) {
+	row := q.db.QueryRow(ctx, countApprovals,
+		arg.Risk,
+		arg.Status,
+		arg.WorkspaceID,
+		arg.Roles,
+		arg.Tool,
+		arg.ActionClass,
+	)
+	var i CountApprovalsRow
+	err := row.Scan(
+		&i.Pending,
+		&i.Approved,
+		&i.Rejected,
+		&i.Expired,
+		&i.AnyStatus,
+		&i.High,
+		&i.Medium,
+		&i.Low,
+		&i.AnyRisk,
+	)
+	return i, err
+}
+
 const countPendingApprovals = `-- name: CountPendingApprovals :one
 SELECT count(*) FROM approvals WHERE workspace_id = $1 AND status = 'pending' AND expires_at > now()
 `
@@ -115,12 +182,17 @@ func (q *Queries) GetApproval(ctx context.Context, arg GetApprovalParams) (Appro
 }
 
 const getApprovalDetail = `-- name: GetApprovalDetail :one
-SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
+SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, p.proposed_by_user_id, p.decision, p.status AS proposal_status,
-       p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id
+       p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id, t.name AS token_name,
+       COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email
 FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
+LEFT JOIN conversations c ON c.id = p.conversation_id
+LEFT JOIN notebooks n ON n.id = p.notebook_id
+LEFT JOIN users r ON r.id = a.resolved_by
 WHERE a.id = $1 AND a.workspace_id = $2
 `
 
@@ -146,6 +218,7 @@ type GetApprovalDetailRow struct {
 	Tool             string
 	ActionClass      pgtype.Text
 	Risk             pgtype.Text
+	Effect           string
 	Arguments        json.RawMessage
 	Rationale        string
 	ConversationID   uuid.NullUUID
@@ -160,6 +233,9 @@ type GetApprovalDetailRow struct {
 	AppliedArguments []byte
 	EffectDecision   []byte
 	OwnerID          uuid.UUID
+	TokenName        pgtype.Text
+	OriginTitle      string
+	ResolverEmail    pgtype.Text
 }
 
 func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailParams) (GetApprovalDetailRow, error) {
@@ -182,6 +258,7 @@ func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailPa
 		&i.Tool,
 		&i.ActionClass,
 		&i.Risk,
+		&i.Effect,
 		&i.Arguments,
 		&i.Rationale,
 		&i.ConversationID,
@@ -196,6 +273,9 @@ func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailPa
 		&i.AppliedArguments,
 		&i.EffectDecision,
 		&i.OwnerID,
+		&i.TokenName,
+		&i.OriginTitle,
+		&i.ResolverEmail,
 	)
 	return i, err
 }
@@ -302,30 +382,6 @@ func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) 
 	return i, err
 }
 
-const listApprovalVoters = `-- name: ListApprovalVoters :many
-SELECT user_id FROM approval_votes WHERE approval_id = $1 ORDER BY created_at
-`
-
-func (q *Queries) ListApprovalVoters(ctx context.Context, approvalID uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listApprovalVoters, approvalID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var user_id uuid.UUID
-		if err := rows.Scan(&user_id); err != nil {
-			return nil, err
-		}
-		items = append(items, user_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const listApprovalVotes = `-- name: ListApprovalVotes :many
 SELECT user_id, constraints FROM approval_votes WHERE approval_id = $1 ORDER BY created_at
 `
@@ -356,19 +412,58 @@ func (q *Queries) ListApprovalVotes(ctx context.Context, approvalID uuid.UUID) (
 	return items, nil
 }
 
+const listApprovalVotesDetail = `-- name: ListApprovalVotesDetail :many
+SELECT v.user_id, u.email, v.created_at FROM approval_votes v
+JOIN users u ON u.id = v.user_id
+WHERE v.approval_id = $1 ORDER BY v.created_at, u.email
+`
+
+type ListApprovalVotesDetailRow struct {
+	UserID    uuid.UUID
+	Email     string
+	CreatedAt time.Time
+}
+
+// The votes so far, for the approver: who and when.
+func (q *Queries) ListApprovalVotesDetail(ctx context.Context, approvalID uuid.UUID) ([]ListApprovalVotesDetailRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalVotesDetail, approvalID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListApprovalVotesDetailRow{}
+	for rows.Next() {
+		var i ListApprovalVotesDetailRow
+		if err := rows.Scan(&i.UserID, &i.Email, &i.CreatedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listApprovals = `-- name: ListApprovals :many
-SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
-       p.proposed_by_kind, u.email AS proposer_email
+SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
+       p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
+       COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
+       (SELECT count(*) FROM approval_votes v WHERE v.approval_id = a.id) AS votes
 FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
+LEFT JOIN conversations c ON c.id = p.conversation_id
+LEFT JOIN notebooks n ON n.id = p.notebook_id
+LEFT JOIN users r ON r.id = a.resolved_by
 WHERE a.workspace_id = $1
   AND a.approver_role = ANY ($2::text[])
   AND ($3::text = '' OR a.status = $3)
   AND ($4::text = '' OR p.tool = $4)
   AND ($5::text = '' OR p.action_class = $5)
   AND ($6::text = '' OR p.risk = $6)
-ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC
+ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC, a.id
 LIMIT 200
 `
 
@@ -398,16 +493,23 @@ type ListApprovalsRow struct {
 	Tool            string
 	ActionClass     pgtype.Text
 	Risk            pgtype.Text
+	Effect          string
 	Arguments       json.RawMessage
 	Rationale       string
 	ConversationID  uuid.NullUUID
 	NotebookID      uuid.NullUUID
 	ProposedByKind  string
 	ProposerEmail   string
+	TokenName       pgtype.Text
+	OriginTitle     string
+	ResolverEmail   pgtype.Text
+	Votes           int64
 }
 
 // The queue: filtered by status, tool, action class and risk (empty = any),
-// soonest expiry first for pending packets, newest first otherwise.
+// soonest expiry first for pending packets, newest first otherwise. Each
+// row carries what the inbox shows without another query: the agent
+// token's name, the origin's title, the votes so far and who decided.
 func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]ListApprovalsRow, error) {
 	rows, err := q.db.Query(ctx, listApprovals,
 		arg.WorkspaceID,
@@ -441,12 +543,17 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 			&i.Tool,
 			&i.ActionClass,
 			&i.Risk,
+			&i.Effect,
 			&i.Arguments,
 			&i.Rationale,
 			&i.ConversationID,
 			&i.NotebookID,
 			&i.ProposedByKind,
 			&i.ProposerEmail,
+			&i.TokenName,
+			&i.OriginTitle,
+			&i.ResolverEmail,
+			&i.Votes,
 		); err != nil {
 			return nil, err
 		}

@@ -20,27 +20,53 @@ SELECT * FROM approvals WHERE proposal_id = $1;
 
 -- name: ListApprovals :many
 -- The queue: filtered by status, tool, action class and risk (empty = any),
--- soonest expiry first for pending packets, newest first otherwise.
-SELECT a.*, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
-       p.proposed_by_kind, u.email AS proposer_email
+-- soonest expiry first for pending packets, newest first otherwise. Each
+-- row carries what the inbox shows without another query: the agent
+-- token's name, the origin's title, the votes so far and who decided.
+SELECT a.*, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
+       p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
+       COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
+       (SELECT count(*) FROM approval_votes v WHERE v.approval_id = a.id) AS votes
 FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
+LEFT JOIN conversations c ON c.id = p.conversation_id
+LEFT JOIN notebooks n ON n.id = p.notebook_id
+LEFT JOIN users r ON r.id = a.resolved_by
 WHERE a.workspace_id = sqlc.arg(workspace_id)
   AND a.approver_role = ANY (sqlc.arg(roles)::text[])
   AND (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status))
   AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
   AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
   AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))
-ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC
+ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC, a.id
 LIMIT 200;
+
+-- name: CountApprovals :one
+-- The inbox's filter bar, in one query: each status's count under the
+-- other filters (tool, action class, risk), and each risk's count under
+-- the status, tool and action class filters.
+SELECT
+    count(*) FILTER (WHERE a.status = 'pending' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS pending,
+    count(*) FILTER (WHERE a.status = 'approved' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS approved,
+    count(*) FILTER (WHERE a.status = 'rejected' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS rejected,
+    count(*) FILTER (WHERE a.status = 'expired' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS expired,
+    count(*) FILTER (WHERE sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk)) AS any_status,
+    count(*) FILTER (WHERE (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AND p.risk = 'high') AS high,
+    count(*) FILTER (WHERE (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AND p.risk = 'medium') AS medium,
+    count(*) FILTER (WHERE (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AND p.risk = 'low') AS low,
+    count(*) FILTER (WHERE sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AS any_risk
+FROM approvals a
+JOIN proposals p ON p.id = a.proposal_id
+WHERE a.workspace_id = sqlc.arg(workspace_id)
+  AND a.approver_role = ANY (sqlc.arg(roles)::text[])
+  AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
+  AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class));
 
 -- name: AddApprovalVote :execrows
 -- A second vote by the same person changes nothing.
 INSERT INTO approval_votes (approval_id, user_id, constraints) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING;
-
--- name: ListApprovalVoters :many
-SELECT user_id FROM approval_votes WHERE approval_id = $1 ORDER BY created_at;
 
 -- name: ListApprovalVotes :many
 -- Who approved, with the constraints each attached.
@@ -70,13 +96,24 @@ RETURNING p.id, p.workspace_id, e.id AS approval_id;
 SELECT count(*) FROM approvals WHERE workspace_id = $1 AND status = 'pending' AND expires_at > now();
 
 -- name: GetApprovalDetail :one
-SELECT a.*, p.tool, p.action_class, p.risk, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
+SELECT a.*, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, p.proposed_by_user_id, p.decision, p.status AS proposal_status,
-       p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id
+       p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id, t.name AS token_name,
+       COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email
 FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id
 JOIN users u ON u.id = p.proposed_by_user_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
+LEFT JOIN conversations c ON c.id = p.conversation_id
+LEFT JOIN notebooks n ON n.id = p.notebook_id
+LEFT JOIN users r ON r.id = a.resolved_by
 WHERE a.id = $1 AND a.workspace_id = $2;
+
+-- name: ListApprovalVotesDetail :many
+-- The votes so far, for the approver: who and when.
+SELECT v.user_id, u.email, v.created_at FROM approval_votes v
+JOIN users u ON u.id = v.user_id
+WHERE v.approval_id = $1 ORDER BY v.created_at, u.email;
 
 -- name: ListSimilarProposals :many
 -- The history of similar calls: the same tool in the workspace, newest first.

@@ -95,8 +95,9 @@ func constraintsFromJSON(body []byte) ([]policy.Constraint, error) {
 	return out, nil
 }
 
-// approveFormFields are the fields the approve form may carry.
-var approveFormFields = []string{"_csrf", "dry_run_only", "internal_only", "staging_only", "requires_witness",
+// approveFormFields are the fields the approve form may carry;
+// irreversible_ack is the page's second confirmation (see approveApproval).
+var approveFormFields = []string{"_csrf", "irreversible_ack", "dry_run_only", "internal_only", "staging_only", "requires_witness",
 	"recipient_allowlist", "domain_allowlist", "max_amount", "expires_at", "redaction_rules"}
 
 // constraintsFromForm reads the approve form's optional constraints; a field

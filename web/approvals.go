@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/policy"
@@ -92,62 +94,310 @@ func filterFrom(q url.Values) proposals.ApprovalFilter {
 	return f
 }
 
-// approvalsQueue handles "GET /admin/approvals".
-func (s *Server) approvalsQueue(c echo.Context) error {
-	return s.renderQueue(c, c.QueryParams(), http.StatusOK)
+// filterQuery is the filter as the inbox's links carry it; the status is
+// always there, since an absent status means pending and an empty one any.
+func filterQuery(f proposals.ApprovalFilter) string {
+	q := url.Values{"status": {f.Status}}
+	for k, v := range map[string]string{"tool": f.Tool, "action_class": f.ActionClass, "risk": f.Risk} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q.Encode()
 }
 
-// renderQueue answers the queue for a filter, as JSON or as the page.
-func (s *Server) renderQueue(c echo.Context, q url.Values, status int) error {
-	f := filterFrom(q)
-	list, err := s.props.Approvals(c.Request().Context(), principal(c), f)
-	if err != nil {
-		return err
-	}
+// inboxState is what an answer of the inbox page shows beyond the filter:
+// the open packet, what the last action did, and errors next to their
+// controls.
+type inboxState struct {
+	// selected is the packet to open; explicit says the caller asked for
+	// it (a deep link), so a packet that cannot be shown is 404.
+	selected   uuid.UUID
+	explicit   bool
+	selectErr  string
+	confirm    string
+	formError  string
+	formAt     string // "approve" or "reject"
+	reason     string
+	bulkError  string
+	bulkReason string
+	checked    []string
+}
+
+// csrfToken is the request's CSRF token, for forms in fragments.
+func csrfToken(c echo.Context) string {
+	t, _ := c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
+	return t
+}
+
+// approvalsQueue handles "GET /admin/approvals": JSON, or the inbox page
+// (?selected=<id> opens a packet).
+func (s *Server) approvalsQueue(c echo.Context) error {
+	q := c.QueryParams()
 	if jsonCaller(c) {
+		list, err := s.props.Approvals(c.Request().Context(), principal(c), filterFrom(q))
+		if err != nil {
+			return err
+		}
 		out := make([]approvalJSON, len(list))
 		for i, a := range list {
 			out[i] = toApprovalJSON(a)
 		}
-		return c.JSON(status, map[string]any{"approvals": out})
+		return c.JSON(http.StatusOK, map[string]any{"approvals": out})
 	}
-	v := views.ApprovalsView{Filter: views.ApprovalFilter{Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk},
-		Query: url.Values{"status": {f.Status}, "tool": {f.Tool}, "action_class": {f.ActionClass}, "risk": {f.Risk}}.Encode()}
-	for _, t := range s.props.Tools() {
-		v.Tools = append(v.Tools, t.Name)
+	var st inboxState
+	if raw := q.Get("selected"); raw != "" {
+		id, err := uuid.Parse(raw)
+		if err != nil {
+			st.selectErr = "That packet link is not valid; pick a packet from the list."
+		}
+		st.selected, st.explicit = id, err == nil
 	}
-	now := time.Now()
-	for _, a := range list {
-		v.Items = append(v.Items, toApprovalItem(a, now))
+	return s.renderInbox(c, q, st, http.StatusOK)
+}
+
+// approvalDetail handles "GET /admin/approvals/:id": JSON, the inbox page
+// with the packet open, or (for the inbox's htmx requests) its detail pane.
+func (s *Server) approvalDetail(c echo.Context) error {
+	id, err := pathID(c, proposals.ErrApprovalNotFound)
+	if err != nil && jsonCaller(c) {
+		return err
 	}
-	stuck, err := s.props.Stuck(c.Request().Context(), principal(c))
+	if jsonCaller(c) {
+		a, err := s.props.Approval(c.Request().Context(), principal(c), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, toApprovalJSON(a))
+	}
+	st := inboxState{selected: id, explicit: true}
+	if err != nil {
+		st.selectErr = "That packet link is not valid; pick a packet from the list."
+		return s.renderInbox(c, c.QueryParams(), st, http.StatusNotFound)
+	}
+	if isHTMX(c) && c.Request().Header.Get("HX-Target") == "detail" && err == nil {
+		a, err := s.props.Approval(c.Request().Context(), principal(c), id)
+		if err != nil {
+			if apperr.Code(err) != apperr.ENOTFOUND {
+				return err
+			}
+			return render(c, http.StatusNotFound, views.ApprovalDetailPane(views.ApprovalsView{DetailMessage: notFoundMessage}))
+		}
+		d := s.toApprovalDetail(a, c.QueryParams(), time.Now())
+		return render(c, http.StatusOK, views.ApprovalDetailView(csrfToken(c), d))
+	}
+	return s.renderInbox(c, c.QueryParams(), st, http.StatusOK)
+}
+
+const notFoundMessage = "No such packet here: it belongs to another workspace, or waits for a role you do not hold."
+
+// renderInbox renders the inbox page: the filter bar with its counts, the
+// list, and the open packet.
+func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status int) error {
+	ctx, p, now := c.Request().Context(), principal(c), time.Now()
+	f := filterFrom(q)
+	v := views.ApprovalsView{CSRF: csrfToken(c), Confirmation: st.confirm, BulkError: st.bulkError, BulkReason: st.bulkReason,
+		Checked: map[string]bool{}, CanSettle: p.IsAdmin()}
+	if err := f.Validate(); err != nil {
+		// A bad filter value is dropped and said next to the filters; the
+		// rest of the filter still applies.
+		var ae *apperr.Error
+		if !errors.As(err, &ae) {
+			return err
+		}
+		v.FilterError = ae.Message
+		for _, fe := range ae.Fields {
+			switch fe.Field {
+			case "status":
+				f.Status = proposals.ApprovalPending
+			case "risk":
+				f.Risk = ""
+			case "tool":
+				f.Tool = ""
+			case "action_class":
+				f.ActionClass = ""
+			}
+		}
+		status = max(status, http.StatusUnprocessableEntity)
+	}
+	list, err := s.props.Approvals(ctx, p, f)
 	if err != nil {
 		return err
 	}
-	v.CanSettle = principal(c).IsAdmin()
-	for _, p := range stuck {
-		origin, link := "a conversation", "/conversations/"+p.Scope.ID.String()
-		if p.Scope.Kind == proposals.ScopeNotebook {
-			origin, link = "a notebook", "/notebooks/"+p.Scope.ID.String()
-		}
-		v.Stuck = append(v.Stuck, views.StuckItem{ID: p.ID.String(), Tool: p.Tool, Arguments: string(p.Arguments),
-			Since: p.ClaimedAt.UTC().Format("2006-01-02 15:04 UTC"), Origin: origin, OriginURL: link})
+	counts, err := s.props.CountApprovals(ctx, p, f)
+	if err != nil {
+		return err
 	}
-	return render(c, status, views.ApprovalsPage(s.shell(c, "Approvals", "approvals"), v))
+	v.Filter = views.ApprovalFilter{Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk}
+	v.Query = filterQuery(f)
+	v.Statuses, v.Risks = filterLinks(f, counts)
+	for _, t := range s.props.Tools() {
+		v.Tools = append(v.Tools, t.Name)
+	}
+	for _, id := range st.checked {
+		v.Checked[id] = true
+	}
+	selected := st.selected
+	if selected == uuid.Nil && len(list) > 0 && st.selectErr == "" {
+		selected = list[0].ID
+	}
+	for _, a := range list {
+		item := s.toApprovalItem(a, v.Query, now)
+		item.Selected = a.ID == selected
+		v.Items = append(v.Items, item)
+	}
+	v.DetailMessage = st.selectErr
+	// An htmx request for a part of the inbox gets that part: a live
+	// refresh of the list needs neither the open packet nor the stuck calls.
+	part := ""
+	if isHTMX(c) {
+		part = c.Request().Header.Get("HX-Target")
+	}
+	if selected != uuid.Nil && part != "inbox-list" {
+		a, err := s.props.Approval(ctx, p, selected)
+		switch {
+		case err == nil:
+			d := s.toApprovalDetail(a, q, now)
+			d.FormError, d.FormErrorAt, d.Reason = st.formError, st.formAt, st.reason
+			v.Detail = &d
+		case apperr.Code(err) == apperr.ENOTFOUND:
+			v.DetailMessage = notFoundMessage
+			if st.explicit && status < 400 {
+				status = http.StatusNotFound
+			}
+		default:
+			return err
+		}
+	}
+	var stuck []proposals.Proposal
+	if part == "" {
+		if stuck, err = s.props.Stuck(ctx, p); err != nil {
+			return err
+		}
+	}
+	for _, sp := range stuck {
+		origin, link := "a conversation", "/conversations/"+sp.Scope.ID.String()
+		if sp.Scope.Kind == proposals.ScopeNotebook {
+			origin, link = "a notebook", "/notebooks/"+sp.Scope.ID.String()
+		}
+		v.Stuck = append(v.Stuck, views.StuckItem{ID: sp.ID.String(), Tool: sp.Tool, Arguments: string(sp.Arguments),
+			Since: sp.ClaimedAt.UTC().Format("2006-01-02 15:04 UTC"), Origin: origin, OriginURL: link})
+	}
+	title := "Approvals"
+	if v.Detail != nil {
+		title = v.Detail.Summary + " · Approvals"
+	}
+	return render(c, status, views.ApprovalsPage(s.shell(c, title, "approvals"), v))
 }
 
-func toApprovalItem(a proposals.Approval, now time.Time) views.ApprovalItem {
-	origin, url := "a conversation", "/conversations/"+a.Scope.ID.String()
+// filterLinks are the filter bar's choices with their counts: each status
+// keeps the risk filter, each risk keeps the status.
+func filterLinks(f proposals.ApprovalFilter, n proposals.ApprovalCounts) (statuses, risks []views.FilterLink) {
+	link := func(g proposals.ApprovalFilter) string { return "/admin/approvals?" + filterQuery(g) }
+	for _, o := range []struct {
+		value, label string
+		count        int
+	}{{"pending", "Pending", n.Pending}, {"approved", "Approved", n.Approved}, {"rejected", "Rejected", n.Rejected},
+		{"expired", "Expired", n.Expired}, {"", "All", n.AnyStatus}} {
+		g := f
+		g.Status = o.value
+		value := o.value
+		if value == "" {
+			value = "any"
+		}
+		statuses = append(statuses, views.FilterLink{Label: o.label, Value: value, URL: link(g), Count: o.count, Active: f.Status == o.value})
+	}
+	for _, o := range []struct {
+		value, label string
+		count        int
+	}{{"high", "High risk", n.High}, {"medium", "Medium", n.Medium}, {"low", "Low", n.Low}, {"", "Any risk", n.AnyRisk}} {
+		g := f
+		g.Risk = o.value
+		value := o.value
+		if value == "" {
+			value = "any"
+		}
+		risks = append(risks, views.FilterLink{Label: o.label, Value: value, URL: link(g), Count: o.count, Active: f.Risk == o.value})
+	}
+	return statuses, risks
+}
+
+func (s *Server) toApprovalItem(a proposals.Approval, query string, now time.Time) views.ApprovalItem {
+	kind, link := "conversation", "/conversations/"+a.Scope.ID.String()
 	if a.Scope.Kind == proposals.ScopeNotebook {
-		origin, url = "a notebook", "/notebooks/"+a.Scope.ID.String()
+		kind, link = "notebook", "/notebooks/"+a.Scope.ID.String()
 	}
-	proposer := a.ProposerEmail
-	if a.ProposedBy == "agent" {
-		proposer = "the agent of " + a.ProposerEmail
+	u := "/admin/approvals/" + a.ID.String()
+	if query != "" {
+		u += "?" + query
 	}
-	return views.ApprovalItem{ID: a.ID.String(), ProposalID: a.ProposalID.String(), Summary: a.Summary, Status: a.Status,
-		Tool: a.Tool, ActionClass: a.ActionClass, Risk: a.Risk, Proposer: proposer, Origin: origin, OriginURL: url, ApproverRole: a.ApproverRole,
-		ExpiresAt: a.ExpiresAt.UTC().Format(time.RFC3339), Left: left(a.TTL(now))}
+	item := views.ApprovalItem{ID: a.ID.String(), ProposalID: a.ProposalID.String(), Summary: a.Summary, Status: a.Status,
+		Tool: a.Tool, ActionClass: a.ActionClass, Risk: a.Risk, Effect: a.Effect, Proposer: proposerWords(a),
+		Origin: a.OriginTitle, OriginKind: kind, OriginURL: link, ApproverRole: a.ApproverRole,
+		Expires:    views.Moment{RFC3339: a.ExpiresAt.UTC().Format(time.RFC3339), Absolute: absolute(a.ExpiresAt), Relative: countdownWords(a.TTL(now))},
+		ResolvedBy: a.ResolvedByEmail, Votes: a.VoteCount, Irreversible: s.irreversible(a), URL: u}
+	if a.ResolvedAt != nil {
+		item.Resolved = moment(*a.ResolvedAt, now)
+	}
+	return item
+}
+
+// proposerWords says who proposed a call: the agent token by name, with
+// the person it acts for, or the person.
+func proposerWords(a proposals.Approval) string {
+	if a.ProposedBy != "agent" {
+		return a.ProposerEmail
+	}
+	if a.TokenName != "" {
+		return fmt.Sprintf("agent “%s” of %s", a.TokenName, a.ProposerEmail)
+	}
+	return "an agent of " + a.ProposerEmail
+}
+
+// irreversible says what cannot be undone once the packet's call runs:
+// destructive, irreversible and payment calls ask for a second, explicit
+// confirmation; "" for the others.
+func (s *Server) irreversible(a proposals.Approval) string {
+	tool, ok := s.props.Tool(a.Tool)
+	payment := strings.HasPrefix(a.ActionClass, "payment.")
+	switch {
+	case payment:
+		return fmt.Sprintf("Approving makes the payment (%s) at once; a payment cannot be recalled.", a.Summary)
+	case a.Effect == string(policy.EffectDestructive) || (ok && tool.Effect == policy.EffectDestructive):
+		return fmt.Sprintf("Approving runs %s at once and destroys data; it cannot be undone.", strings.TrimSuffix(a.Summary, "."))
+	case ok && tool.Contract.Authority == policy.AuthorityIrreversible:
+		return fmt.Sprintf("Approving runs %s at once; it cannot be undone.", strings.TrimSuffix(a.Summary, "."))
+	}
+	return ""
+}
+
+// moment is a time for people: relative, with the absolute time.
+func moment(t, now time.Time) views.Moment {
+	return views.Moment{RFC3339: t.UTC().Format(time.RFC3339), Absolute: absolute(t), Relative: ago(now.Sub(t))}
+}
+
+func absolute(t time.Time) string { return t.UTC().Format("2 Jan 2006 15:04 UTC") }
+
+// ago says how long ago something happened ("3 min ago").
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%d min ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%d h ago", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+	}
+}
+
+// countdownWords labels the time a packet has left ("expires in 2 h 5 min").
+func countdownWords(d time.Duration) string {
+	if d <= 0 {
+		return "expired"
+	}
+	return "expires in " + left(d)
 }
 
 // left says a countdown for people ("3 h 12 min", "42 s").
@@ -164,39 +414,66 @@ func left(d time.Duration) string {
 	}
 }
 
-// approvalDetail handles "GET /admin/approvals/:id".
-func (s *Server) approvalDetail(c echo.Context) error {
-	id, err := pathID(c, proposals.ErrApprovalNotFound)
-	if err != nil {
-		return err
+func (s *Server) toApprovalDetail(a proposals.Approval, q url.Values, now time.Time) views.ApprovalDetail {
+	f := filterFrom(q)
+	if f.Validate() != nil {
+		f = proposals.ApprovalFilter{Status: proposals.ApprovalPending}
 	}
-	a, err := s.props.Approval(c.Request().Context(), principal(c), id)
-	if err != nil {
-		return err
+	d := views.ApprovalDetail{ApprovalItem: s.toApprovalItem(a, filterQuery(f), now), Arguments: string(a.Arguments), Rationale: a.Rationale,
+		RejectionReason: a.RejectionReason, RequiresWitness: a.RequiresWitness, Result: string(a.Result), Error: a.Error,
+		ProposalStatus: a.ProposalStatus, Presets: rejectPresets, ProposedArguments: string(a.ProposedArguments),
+		Created: moment(a.CreatedAt, now), AuditURL: "/audit?object=" + a.ID.String(), CallAuditURL: "/audit?object=" + a.ProposalID.String()}
+	// The layers shown are those of the decision that held the call for an
+	// approver: the one at the owner's confirm when that escalated it,
+	// otherwise the one taken when it was proposed.
+	dec := a.Decision
+	d.DecisionWhen = "when it was proposed"
+	if a.EffectDecision != nil && a.EffectDecision.State.Rank() >= policy.StateDeferred.Rank() &&
+		(dec == nil || dec.State.Rank() < policy.StateDeferred.Rank()) {
+		dec, d.DecisionWhen = a.EffectDecision, "when its owner confirmed it"
 	}
-	if jsonCaller(c) {
-		return c.JSON(http.StatusOK, toApprovalJSON(a))
-	}
-	return render(c, http.StatusOK, views.ApprovalPage(s.shell(c, a.Summary, "approvals"), toApprovalDetail(a, "")))
-}
-
-func toApprovalDetail(a proposals.Approval, formError string) views.ApprovalDetail {
-	d := views.ApprovalDetail{ApprovalItem: toApprovalItem(a, time.Now()), Arguments: string(a.Arguments), Rationale: a.Rationale,
-		RejectionReason: a.RejectionReason, ApproverRole: a.ApproverRole, RequiresWitness: a.RequiresWitness, Voters: len(a.Voters),
-		Result: string(a.Result), Error: a.Error, ProposalStatus: a.ProposalStatus, FormError: formError, Presets: rejectPresets,
-		ProposedArguments: string(a.ProposedArguments), Decisions: decisionLines(a.Decision, a.EffectDecision)}
-	if a.Decision != nil {
-		for _, l := range a.Decision.Layers {
-			d.Layers = append(d.Layers, [3]string{l.Layer, string(l.State), l.Reason})
+	if dec != nil {
+		held := false
+		for _, l := range dec.Layers {
+			line := views.LayerLine{Layer: l.Layer, State: string(l.State), Reason: l.Reason}
+			if !held && l.State == dec.State {
+				line.Held, held = true, true // the strictest layer, first of equals
+			}
+			d.Layers = append(d.Layers, line)
 		}
+		d.Constraints = append(d.Constraints, dec.Constraints...)
+	}
+	for _, c := range a.Constraints {
+		d.Constraints = append(d.Constraints, describeConstraint(c)+" (attached by an approver)")
+	}
+	for _, v := range a.Votes {
+		d.VoteLines = append(d.VoteLines, views.VoteLine{Email: v.Email, At: moment(v.At, now)})
 	}
 	for _, c := range a.Similar {
-		d.Similar = append(d.Similar, views.SimilarCall{Status: c.Status, Arguments: string(c.Arguments), When: c.CreatedAt.UTC().Format("2006-01-02 15:04")})
+		d.Similar = append(d.Similar, views.SimilarCall{Status: c.Status, Arguments: string(c.Arguments), When: moment(c.CreatedAt, now)})
 	}
 	return d
 }
 
-// approveApproval handles "POST /admin/approvals/:id/approve".
+// describeConstraint says a constraint in words.
+func describeConstraint(c policy.Constraint) string {
+	name := strings.ReplaceAll(c.Kind, "_", " ")
+	switch {
+	case len(c.Values) > 0:
+		return name + ": " + strings.Join(c.Values, ", ")
+	case c.Kind == policy.ConstraintMaxAmount:
+		return fmt.Sprintf("%s %g", name, c.Amount)
+	case !c.At.IsZero():
+		return name + " " + absolute(c.At)
+	case c.Limit > 0:
+		return fmt.Sprintf("%s %d per %s", name, c.Limit, c.Window)
+	}
+	return name
+}
+
+// approveApproval handles "POST /admin/approvals/:id/approve". From a page,
+// a call that cannot be undone needs irreversible_ack=1 (the second
+// confirmation); the REST API does not ask for it.
 func (s *Server) approveApproval(c echo.Context) error {
 	id, err := pathID(c, proposals.ErrApprovalNotFound)
 	if err != nil {
@@ -207,10 +484,20 @@ func (s *Server) approveApproval(c echo.Context) error {
 		if jsonCaller(c) || apperr.Code(err) == apperr.EUNSUPPORTED {
 			return err
 		}
-		return s.approvalFormError(c, id, err)
+		return s.inboxFormError(c, id, "approve", err)
+	}
+	if !jsonCaller(c) && c.FormValue("irreversible_ack") != "1" {
+		a, err := s.props.Approval(c.Request().Context(), principal(c), id)
+		if err != nil {
+			return s.inboxFormError(c, id, "approve", err)
+		}
+		if note := s.irreversible(a); note != "" && a.Status == proposals.ApprovalPending {
+			return s.inboxFormError(c, id, "approve", apperr.Invalid(note+" Confirm that you mean it, then approve again; nothing was done.",
+				apperr.FieldError{Field: "irreversible_ack", Message: "is required for a call that cannot be undone"}))
+		}
 	}
 	a, p, err := s.props.Approve(c.Request().Context(), principal(c), id, constraints)
-	return s.resolved(c, id, a, p, err)
+	return s.resolved(c, id, "approve", a, p, err)
 }
 
 // rejectApproval handles "POST /admin/approvals/:id/reject".
@@ -224,16 +511,17 @@ func (s *Server) rejectApproval(c echo.Context) error {
 		if jsonCaller(c) || apperr.Code(err) == apperr.EUNSUPPORTED {
 			return err
 		}
-		return s.approvalFormError(c, id, err)
+		return s.inboxFormError(c, id, "reject", err)
 	}
 	a, p, err := s.props.RejectApproval(c.Request().Context(), principal(c), id, reason)
-	return s.resolved(c, id, a, p, err)
+	return s.resolved(c, id, "reject", a, p, err)
 }
 
 // resolved answers an approve or reject: JSON with the packet and the
-// proposal (the call's result); the refreshed queue for the queue's
-// keyboard and row actions; the packet's page otherwise.
-func (s *Server) resolved(c echo.Context, id uuid.UUID, a proposals.Approval, p proposals.Proposal, err error) error {
+// proposal (the call's result); for the inbox (htmx), the inbox with the
+// next packet open and a confirmation of what was done; the packet's page
+// otherwise.
+func (s *Server) resolved(c echo.Context, id uuid.UUID, action string, a proposals.Approval, p proposals.Proposal, err error) error {
 	if jsonCaller(c) {
 		if err != nil {
 			return err
@@ -249,84 +537,174 @@ func (s *Server) resolved(c echo.Context, id uuid.UUID, a proposals.Approval, p 
 		}
 		return c.JSON(status, map[string]any{"approval": toApprovalJSON(a), "proposal": toProposalJSON(p)})
 	}
-	if isHTMX(c) {
-		if err != nil {
-			return err // the flash area shows it
-		}
-		q := url.Values{}
-		if u, perr := url.Parse(c.Request().Header.Get("HX-Current-URL")); perr == nil {
-			q = u.Query()
-		}
-		return s.renderQueue(c, q, http.StatusOK)
-	}
 	if err != nil {
-		return s.approvalFormError(c, id, err)
+		return s.inboxFormError(c, id, action, err)
 	}
-	return c.Redirect(http.StatusSeeOther, "/admin/approvals/"+id.String())
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/admin/approvals/"+id.String())
+	}
+	var done string
+	switch {
+	case action == "reject":
+		done = fmt.Sprintf("Rejected %s: %s.", p.Tool, strings.TrimSuffix(a.Summary, "."))
+	case a.Status == proposals.ApprovalPending:
+		done = fmt.Sprintf("Your approval of %s is recorded; it waits for a second approver.", p.Tool)
+	case p.Status == proposals.StatusFailed:
+		done = fmt.Sprintf("Approved %s, but the call failed: %s", p.Tool, p.Error)
+	default:
+		done = fmt.Sprintf("Approved %s: %s.", p.Tool, strings.TrimSuffix(a.Summary, "."))
+	}
+	q := inboxQuery(c)
+	return s.renderAfterAction(c, q, inboxState{confirm: done}, id)
 }
 
-// approvalFormError shows the packet's page with the message; errors the
-// caller cannot fix here (not found, forbidden) are the usual error page.
-func (s *Server) approvalFormError(c echo.Context, id uuid.UUID, err error) error {
-	switch apperr.Code(err) {
-	case apperr.EINVALID, apperr.ECONFLICT, apperr.EGONE, apperr.EFORBIDDEN:
-	default:
+// renderAfterAction renders the inbox after an action: the packet the
+// page asked to open next (X-Inbox-Next) when it is still listed,
+// otherwise the first; the confirmation says how many are left.
+func (s *Server) renderAfterAction(c echo.Context, q url.Values, st inboxState, acted uuid.UUID) error {
+	ctx, p := c.Request().Context(), principal(c)
+	f := filterFrom(q)
+	if f.Validate() != nil {
+		f, q = proposals.ApprovalFilter{Status: proposals.ApprovalPending}, url.Values{}
+	}
+	list, err := s.props.Approvals(ctx, p, f)
+	if err != nil {
 		return err
 	}
-	a, gerr := s.props.Approval(c.Request().Context(), principal(c), id)
-	if gerr != nil {
-		return gerr
+	next, _ := uuid.Parse(c.Request().Header.Get("X-Inbox-Next"))
+	st.selected = uuid.Nil
+	for _, a := range list {
+		if a.ID == next {
+			st.selected = next
+		}
 	}
-	status := map[string]int{apperr.EINVALID: 422, apperr.ECONFLICT: 409, apperr.EGONE: 410, apperr.EFORBIDDEN: 403}[apperr.Code(err)]
-	return render(c, status, views.ApprovalPage(s.shell(c, a.Summary, "approvals"), toApprovalDetail(a, apperr.Message(err))))
+	if st.selected == uuid.Nil {
+		for _, a := range list {
+			if a.ID != acted && a.Status == proposals.ApprovalPending {
+				st.selected = a.ID
+				break
+			}
+		}
+	}
+	pending := 0
+	for _, a := range list {
+		if a.Status == proposals.ApprovalPending {
+			pending++
+		}
+	}
+	switch {
+	case pending == 0:
+		st.confirm += " Nothing else is waiting here."
+	case pending == 1:
+		st.confirm += " 1 packet left."
+	default:
+		st.confirm += fmt.Sprintf(" %d packets left.", pending)
+	}
+	return s.renderInbox(c, q, st, http.StatusOK)
+}
+
+// inboxQuery is the inbox's filter of an action: the bulk form's query
+// field, or the query of the page the request came from.
+func inboxQuery(c echo.Context) url.Values {
+	if raw := c.FormValue("query"); raw != "" {
+		q, _ := url.ParseQuery(raw)
+		return q
+	}
+	if u, err := url.Parse(c.Request().Header.Get("HX-Current-URL")); err == nil && u.Path != "" {
+		q := u.Query()
+		q.Del("selected")
+		return q
+	}
+	return url.Values{}
+}
+
+// inboxFormError shows the inbox with the packet open and the message next
+// to the control that caused it (the approve or reject button), with the
+// status of the error; errors the caller cannot act on here are the usual
+// error page.
+func (s *Server) inboxFormError(c echo.Context, id uuid.UUID, at string, err error) error {
+	status, ok := map[string]int{apperr.EINVALID: 422, apperr.ECONFLICT: 409, apperr.EGONE: 410, apperr.EFORBIDDEN: 403,
+		apperr.ENOTFOUND: 404, apperr.EBADREQ: 400}[apperr.Code(err)]
+	if !ok {
+		return err
+	}
+	st := inboxState{selected: id, explicit: true, formError: apperr.Message(err), formAt: at}
+	if at == "reject" {
+		st.reason = c.FormValue("reason")
+	}
+	q := inboxQuery(c)
+	if !isHTMX(c) {
+		q = c.QueryParams()
+	}
+	return s.renderInbox(c, q, st, status)
 }
 
 // bulkApprovals handles "POST /admin/approvals/bulk": approve or reject the
-// selected packets; each is resolved on its own, and the queue says which
-// could not be.
+// selected packets; each is resolved on its own, and the inbox says how
+// many were and why the others could not be, next to the bulk controls. A
+// call that cannot be undone is approved in bulk only with
+// irreversible_ack=1.
 func (s *Server) bulkApprovals(c echo.Context) error {
 	form, err := c.FormParams()
 	if err != nil {
 		return apperr.Errorf(apperr.EBADREQ, "The form could not be read.")
 	}
-	action, reason := form.Get("action"), form.Get("reason")
-	if action != "approve" && action != "reject" {
-		return apperr.Invalid("Choose approve or reject.", apperr.FieldError{Field: "action", Message: "must be approve or reject"})
+	action, reason, ids := form.Get("action"), form.Get("reason"), form["ids"]
+	q, _ := url.ParseQuery(form.Get("query"))
+	st := inboxState{bulkReason: reason, checked: ids}
+	switch {
+	case action != "approve" && action != "reject":
+		st.bulkError = "Choose approve or reject."
+	case len(ids) == 0:
+		st.bulkError = "Select packets first (x, or their checkboxes)."
+	case len(ids) > maxBulkIDs:
+		st.bulkError = fmt.Sprintf("Select at most %d packets at once (%d were sent).", maxBulkIDs, len(ids))
+	case action == "reject" && strings.TrimSpace(reason) == "":
+		st.bulkError = "Give a reason for rejecting the selected packets."
 	}
-	if action == "reject" && strings.TrimSpace(reason) == "" {
-		return apperr.Invalid("Give a reason for rejecting the selected packets.", apperr.FieldError{Field: "reason", Message: "is required"})
-	}
-	if n := len(form["ids"]); n > maxBulkIDs {
-		return apperr.Invalid(fmt.Sprintf("Select at most %d packets at once (%d were sent).", maxBulkIDs, n),
-			apperr.FieldError{Field: "ids", Message: fmt.Sprintf("at most %d", maxBulkIDs)})
+	if st.bulkError != "" {
+		return s.renderInbox(c, q, st, http.StatusUnprocessableEntity)
 	}
 	ctx, p := c.Request().Context(), principal(c)
 	var failed []string
-	for _, raw := range form["ids"] {
+	done := 0
+	for _, raw := range ids {
 		id, err := uuid.Parse(raw)
 		if err != nil {
 			failed = append(failed, "A selected packet id was not valid.")
 			continue
 		}
 		if action == "approve" {
+			if form.Get("irreversible_ack") != "1" {
+				if a, gerr := s.props.Approval(ctx, p, id); gerr == nil && a.Status == proposals.ApprovalPending && s.irreversible(a) != "" {
+					failed = append(failed, fmt.Sprintf("“%s” cannot be undone: confirm it, or approve it on its own.", a.Summary))
+					continue
+				}
+			}
 			_, _, err = s.props.Approve(ctx, p, id, nil)
 		} else {
 			_, _, err = s.props.RejectApproval(ctx, p, id, reason)
 		}
 		if err != nil {
 			failed = append(failed, apperr.Message(err))
+			continue
 		}
+		done++
 	}
+	verb := map[string]string{"approve": "Approved", "reject": "Rejected"}[action]
+	st = inboxState{confirm: fmt.Sprintf("%s %d of %d selected.", verb, done, len(ids))}
 	if len(failed) > 0 {
-		// A header carries a bounded summary, never the whole list.
-		msg := strings.Join(failed[:min(len(failed), 3)], " ")
+		msg := fmt.Sprintf("%d could not be %s: ", len(failed), strings.ToLower(verb)) + strings.Join(failed[:min(len(failed), 3)], " ")
 		if len(failed) > 3 {
-			msg += fmt.Sprintf(" (%d more could not be resolved.)", len(failed)-3)
+			msg += fmt.Sprintf(" (and %d more)", len(failed)-3)
 		}
-		c.Response().Header().Set("HX-Trigger", mustJSON(map[string]any{"bulk-failed": truncateRunes(msg, 1000)}))
+		st.bulkError = truncateRunes(msg, 1000)
+		st.checked = ids
 	}
-	q, _ := url.ParseQuery(form.Get("query"))
-	return s.renderQueue(c, q, http.StatusOK)
+	if !isHTMX(c) && len(failed) == 0 {
+		return c.Redirect(http.StatusSeeOther, "/admin/approvals?"+filterQuery(filterFrom(q)))
+	}
+	return s.renderAfterAction(c, q, st, uuid.Nil)
 }
 
 // maxBulkIDs caps a bulk approve or reject.

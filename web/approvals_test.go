@@ -182,8 +182,11 @@ func TestApprovalsPage_QueueDetailAndBulk(t *testing.T) {
 	// Bulk reject the rest.
 	boss.get("/admin/approvals")
 	resp, body = boss.postForm("/admin/approvals/bulk", url.Values{"action": {"reject"}, "reason": {"Not needed now."}, "ids": {ids[1]}, "query": {"status=pending"}})
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-testid="queue-empty"`) {
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/admin/approvals?status=pending" {
 		t.Fatalf("bulk reject: %d\n%s", resp.StatusCode, body)
+	}
+	if _, body = boss.get("/admin/approvals"); !strings.Contains(body, `data-testid="queue-empty"`) {
+		t.Fatalf("after bulk reject:\n%s", body)
 	}
 	var status string
 	e.pool.QueryRow(t.Context(), "SELECT status FROM approvals WHERE id = $1", ids[1]).Scan(&status)

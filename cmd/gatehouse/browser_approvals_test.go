@@ -67,8 +67,8 @@ func TestBrowser_ApproverTriagesWithTheKeyboard(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//li[@data-testid="packet"]//a[contains(., "bob@example.net")]`)),
 		chromedp.KeyEvent("j"),
 		chromedp.KeyEvent("r"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=row-reject-reason]`)),
-		chromedp.SendKeys(chromedp.CSS(`[data-testid=row-reject-reason]`), "Not needed now.\r"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=reject-reason]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-testid=reject-reason]`), "Not needed now.\r"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=queue-empty]`)),
 	)
 	status, p := getJSON(t, s.URL+"/api/v1/proposals/"+second["proposal_id"].(string), agent)

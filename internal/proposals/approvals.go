@@ -69,6 +69,22 @@ type Approval struct {
 	Error             string
 	Voters            []uuid.UUID
 	Similar           []Similar
+
+	// What the inbox shows beside the call: the tool's declared effect,
+	// the agent token that proposed it (by name; "" for a person), the
+	// origin's title, who resolved it, and the votes so far.
+	Effect          string
+	TokenName       string
+	OriginTitle     string
+	ResolvedByEmail string
+	VoteCount       int
+	Votes           []Vote
+}
+
+// Vote is one approver's approval of a packet.
+type Vote struct {
+	Email string
+	At    time.Time
 }
 
 // Similar is an earlier call of the same tool, for the approver's history.
@@ -86,6 +102,39 @@ func (a Approval) TTL(now time.Time) time.Duration { return max(0, a.ExpiresAt.S
 // ApprovalFilter narrows the queue; empty fields match anything.
 type ApprovalFilter struct {
 	Status, Tool, ActionClass, Risk string
+}
+
+// ApprovalStatuses are the packet statuses a filter may name.
+var ApprovalStatuses = []string{ApprovalPending, ApprovalApproved, ApprovalRejected, ApprovalExpired}
+
+// Validate refuses filter values that can match nothing by mistake (an
+// unknown status or risk, an overlong action class), naming the field, so
+// a page can say so instead of showing an empty queue.
+func (f ApprovalFilter) Validate() error {
+	var fields []apperr.FieldError
+	if f.Status != "" && !slices.Contains(ApprovalStatuses, f.Status) {
+		fields = append(fields, apperr.FieldError{Field: "status", Message: fmt.Sprintf("%q is not a status; choose pending, approved, rejected or expired", truncate(f.Status, 40))})
+	}
+	if f.Risk != "" && !policy.Risk(f.Risk).Valid() {
+		fields = append(fields, apperr.FieldError{Field: "risk", Message: fmt.Sprintf("%q is not a risk; choose low, medium or high", truncate(f.Risk, 40))})
+	}
+	if utf8.RuneCountInString(f.Tool) > 200 {
+		fields = append(fields, apperr.FieldError{Field: "tool", Message: "is longer than 200 characters"})
+	}
+	if utf8.RuneCountInString(f.ActionClass) > 200 {
+		fields = append(fields, apperr.FieldError{Field: "action_class", Message: "is longer than 200 characters"})
+	}
+	if len(fields) > 0 {
+		return apperr.Invalid("The filter "+fields[0].Field+" "+strings.TrimPrefix(fields[0].Message, "is ")+".", fields...)
+	}
+	return nil
+}
+
+// ApprovalCounts are the inbox's filter counts: each status under the
+// other filters, and each risk under the status filter.
+type ApprovalCounts struct {
+	Pending, Approved, Rejected, Expired, AnyStatus int
+	High, Medium, Low, AnyRisk                      int
 }
 
 // ErrApprovalNotFound is a packet that is not in the caller's workspace.
@@ -181,6 +230,9 @@ func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFil
 	if err := mayOpenQueue(p); err != nil {
 		return nil, err
 	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
 	rows, err := s.q.ListApprovals(ctx, db.ListApprovalsParams{WorkspaceID: p.WorkspaceID, Roles: resolvableRoles(p),
 		Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
 	if err != nil {
@@ -194,8 +246,27 @@ func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFil
 		a := &out[i]
 		a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
 		a.Scope, a.ProposedBy, a.ProposerEmail = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail
+		a.Effect, a.TokenName, a.OriginTitle, a.ResolvedByEmail, a.VoteCount = r.Effect, r.TokenName.String, r.OriginTitle, r.ResolverEmail.String, int(r.Votes)
 	}
 	return out, nil
+}
+
+// CountApprovals counts the caller's packets per filter value, in one
+// query, for the inbox's filter bar.
+func (s *Service) CountApprovals(ctx context.Context, p auth.Principal, f ApprovalFilter) (ApprovalCounts, error) {
+	if err := mayOpenQueue(p); err != nil {
+		return ApprovalCounts{}, err
+	}
+	if err := f.Validate(); err != nil {
+		return ApprovalCounts{}, err
+	}
+	r, err := s.q.CountApprovals(ctx, db.CountApprovalsParams{WorkspaceID: p.WorkspaceID, Roles: resolvableRoles(p),
+		Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
+	if err != nil {
+		return ApprovalCounts{}, fmt.Errorf("proposals: count approvals: %w", err)
+	}
+	return ApprovalCounts{Pending: int(r.Pending), Approved: int(r.Approved), Rejected: int(r.Rejected), Expired: int(r.Expired),
+		AnyStatus: int(r.AnyStatus), High: int(r.High), Medium: int(r.Medium), Low: int(r.Low), AnyRisk: int(r.AnyRisk)}, nil
 }
 
 // Approval is one packet with everything an approver needs: the call,
@@ -221,14 +292,21 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 	a.Scope, a.ProposedBy, a.ProposerEmail, a.ProposerID = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail, r.ProposedByUserID
 	a.Decision, a.ProposalStatus, a.Result, a.Error = decodeDecision(r.Decision), r.ProposalStatus, r.Result, r.Error.String
 	a.EffectDecision, a.OwnerID = decodeDecision(r.EffectDecision), r.OwnerID
+	a.Effect, a.TokenName, a.OriginTitle, a.ResolvedByEmail = r.Effect, r.TokenName.String, r.OriginTitle, r.ResolverEmail.String
 	if len(r.AppliedArguments) > 0 {
 		// The owner edited the call before it needed an approver: the
 		// approver judges what will run, beside what the agent proposed.
 		a.ProposedArguments, a.Arguments = r.Arguments, r.AppliedArguments
 	}
-	if a.Voters, err = s.q.ListApprovalVoters(ctx, id); err != nil {
+	votes, err := s.q.ListApprovalVotesDetail(ctx, id)
+	if err != nil {
 		return Approval{}, fmt.Errorf("proposals: approval votes: %w", err)
 	}
+	for _, v := range votes {
+		a.Voters = append(a.Voters, v.UserID)
+		a.Votes = append(a.Votes, Vote{Email: v.Email, At: v.CreatedAt})
+	}
+	a.VoteCount = len(votes)
 	similar, err := s.q.ListSimilarProposals(ctx, db.ListSimilarProposalsParams{WorkspaceID: p.WorkspaceID, Tool: r.Tool, ID: r.ProposalID})
 	if err != nil {
 		return Approval{}, fmt.Errorf("proposals: similar calls: %w", err)

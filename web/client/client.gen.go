@@ -1642,7 +1642,10 @@ type ApproveApprovalFormdataBody struct {
 	// ExpiresAt YYYY-MM-DDTHH:MM, UTC.
 	ExpiresAt    *string `form:"expires_at,omitempty" json:"expires_at,omitempty"`
 	InternalOnly *string `form:"internal_only,omitempty" json:"internal_only,omitempty"`
-	MaxAmount    *string `form:"max_amount,omitempty" json:"max_amount,omitempty"`
+
+	// IrreversibleAck The browser page's second confirmation (1) for a call that cannot be undone; token callers need not send it.
+	IrreversibleAck *string `form:"irreversible_ack,omitempty" json:"irreversible_ack,omitempty"`
+	MaxAmount       *string `form:"max_amount,omitempty" json:"max_amount,omitempty"`
 
 	// RecipientAllowlist Addresses or @domains, separated by commas or spaces.
 	RecipientAllowlist *string `form:"recipient_allowlist,omitempty" json:"recipient_allowlist,omitempty"`

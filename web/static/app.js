@@ -47,59 +47,7 @@
   setInterval(tick, 1000);
   document.addEventListener("htmx:afterSettle", tick);
 
-  // Keyboard triage in the approvals queue: j/k move, a approve, r reject
-  // (type the reason, Enter), x select for a bulk action.
-  function packets() { return Array.prototype.slice.call(document.querySelectorAll("[data-testid=packet]")); }
-  function current() {
-    var list = packets(), el = document.activeElement;
-    while (el && el !== document.body && !(el.dataset && el.dataset.testid === "packet")) el = el.parentElement;
-    return list.indexOf(el) >= 0 ? el : null;
-  }
-  function focusAt(i) {
-    var list = packets();
-    if (list.length === 0) return;
-    list[Math.max(0, Math.min(i, list.length - 1))].focus();
-  }
-  document.addEventListener("keydown", function (evt) {
-    if (!document.querySelector("[data-testid=queue]")) return;
-    if (evt.ctrlKey || evt.metaKey || evt.altKey) return;
-    var tag = (evt.target.tagName || "").toLowerCase();
-    if (tag === "input" || tag === "textarea" || tag === "select") {
-      if (evt.key === "Escape") { evt.target.blur(); }
-      return;
-    }
-    var row = current(), list = packets(), i = row ? list.indexOf(row) : -1;
-    switch (evt.key) {
-      case "j": focusAt(i + 1); break;
-      case "k": focusAt(i < 0 ? 0 : i - 1); break;
-      case "x": if (row) { var box = row.querySelector("input[type=checkbox]"); box.checked = !box.checked; } break;
-      case "a":
-        if (!row || row.dataset.status !== "pending") return;
-        htmx.ajax("POST", "/admin/approvals/" + row.dataset.id + "/approve", { target: "#queue", select: "#queue", swap: "outerHTML" })
-          .then(function () { focusAt(i); });
-        break;
-      case "r": break; // opens on keyup, so the keystroke is not typed into the reason
-      default: return;
-    }
-    evt.preventDefault();
-  });
-  document.addEventListener("keyup", function (evt) {
-    if (evt.key !== "r" || evt.ctrlKey || evt.metaKey || evt.altKey) return;
-    var tag = (evt.target.tagName || "").toLowerCase();
-    if (tag === "input" || tag === "textarea" || tag === "select") return;
-    var row = current();
-    if (!row || row.dataset.status !== "pending") return;
-    var form = row.querySelector(".row-reject");
-    form.hidden = false;
-    form.querySelector("input").focus();
-  });
-  // A bulk action tells which packets could not be resolved.
-  document.addEventListener("bulk-failed", function (evt) {
-    var flash = document.getElementById("flash");
-    if (!flash) return;
-    flash.textContent = evt.detail.value;
-    flash.hidden = false;
-  });
+  // Keyboard triage of the approvals inbox lives in inbox.js.
 
   // Times: <time datetime data-relative> (views.RelTime) reads "3 min ago",
   // with the absolute time in the viewer's time zone on hover.
