@@ -2,8 +2,10 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pgxuuid "github.com/vgarvardt/pgx-google-uuid/v5"
 )
@@ -26,9 +28,26 @@ func NewPool(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, er
 // google/uuid values encode and decode as binary uuids directly, instead
 // of through database/sql's Valuer and Scanner (text, and an allocation
 // per value), on every parameter of every call.
+//
+// json and jsonb read into a json.RawMessage take the server's text as it
+// is: PostgreSQL only sends valid JSON, and checking it again with
+// json.Unmarshal was work on every JSON column of every row read.
 func AfterConnect(_ context.Context, conn *pgx.Conn) error {
-	pgxuuid.Register(conn.TypeMap())
+	tm := conn.TypeMap()
+	pgxuuid.Register(tm)
+	tm.RegisterType(&pgtype.Type{Name: "json", OID: pgtype.JSONOID, Codec: &pgtype.JSONCodec{Marshal: json.Marshal, Unmarshal: unmarshalJSON}})
+	tm.RegisterType(&pgtype.Type{Name: "jsonb", OID: pgtype.JSONBOID, Codec: &pgtype.JSONBCodec{Marshal: json.Marshal, Unmarshal: unmarshalJSON}})
 	return nil
+}
+
+// unmarshalJSON is json.Unmarshal, except into a json.RawMessage, which
+// gets a copy of the text (pgx reuses its read buffer).
+func unmarshalJSON(data []byte, v any) error {
+	if raw, ok := v.(*json.RawMessage); ok {
+		*raw = append((*raw)[:0], data...)
+		return nil
+	}
+	return json.Unmarshal(data, v)
 }
 
 // SearchRecordsSQL is records.search's statement, for the test that

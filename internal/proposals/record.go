@@ -1,6 +1,7 @@
 package proposals
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -136,6 +137,10 @@ func refusalOutcome(state policy.State) string {
 // classOf is the class the call was last decided as: at the moment of
 // effect if it got there (an edit can change it), else at propose time.
 func classOf(row db.Proposal) string {
+	if bytes.Equal(row.EffectDecision, row.Decision) {
+		// Decided once (the automatic path): the class it was proposed as.
+		return row.ActionClass.String
+	}
 	if d := decodeDecision(row.EffectDecision); d != nil && d.ActionClass != "" {
 		return d.ActionClass
 	}
