@@ -293,32 +293,30 @@ func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status
 // filterLinks are the filter bar's choices with their counts: each status
 // keeps the risk filter, each risk keeps the status.
 func filterLinks(f proposals.ApprovalFilter, n proposals.ApprovalCounts) (statuses, risks []views.FilterLink) {
-	link := func(g proposals.ApprovalFilter) string { return "/admin/approvals?" + filterQuery(g) }
-	for _, o := range []struct {
+	type option struct {
 		value, label string
 		count        int
-	}{{"pending", "Pending", n.Pending}, {"approved", "Approved", n.Approved}, {"rejected", "Rejected", n.Rejected},
-		{"expired", "Expired", n.Expired}, {"", "All", n.AnyStatus}} {
-		g := f
-		g.Status = o.value
-		value := o.value
-		if value == "" {
-			value = "any"
-		}
-		statuses = append(statuses, views.FilterLink{Label: o.label, Value: value, URL: link(g), Count: o.count, Active: f.Status == o.value})
 	}
-	for _, o := range []struct {
-		value, label string
-		count        int
-	}{{"high", "High risk", n.High}, {"medium", "Medium", n.Medium}, {"low", "Low", n.Low}, {"", "Any risk", n.AnyRisk}} {
-		g := f
-		g.Risk = o.value
-		value := o.value
-		if value == "" {
-			value = "any"
+	// links are one filter's options: each keeps the other filters, sets
+	// this one (set), and is active when it is the current value.
+	links := func(current string, set func(*proposals.ApprovalFilter, string), opts ...option) []views.FilterLink {
+		out := make([]views.FilterLink, 0, len(opts))
+		for _, o := range opts {
+			g := f
+			set(&g, o.value)
+			value := o.value
+			if value == "" {
+				value = "any"
+			}
+			out = append(out, views.FilterLink{Label: o.label, Value: value, URL: "/admin/approvals?" + filterQuery(g), Count: o.count, Active: current == o.value})
 		}
-		risks = append(risks, views.FilterLink{Label: o.label, Value: value, URL: link(g), Count: o.count, Active: f.Risk == o.value})
+		return out
 	}
+	statuses = links(f.Status, func(g *proposals.ApprovalFilter, v string) { g.Status = v },
+		option{"pending", "Pending", n.Pending}, option{"approved", "Approved", n.Approved}, option{"rejected", "Rejected", n.Rejected},
+		option{"expired", "Expired", n.Expired}, option{"", "All", n.AnyStatus})
+	risks = links(f.Risk, func(g *proposals.ApprovalFilter, v string) { g.Risk = v },
+		option{"high", "High risk", n.High}, option{"medium", "Medium", n.Medium}, option{"low", "Low", n.Low}, option{"", "Any risk", n.AnyRisk})
 	return statuses, risks
 }
 

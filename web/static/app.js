@@ -33,19 +33,7 @@
     if (flash) { flash.hidden = true; flash.textContent = ""; }
   });
 
-  // Countdowns to expiry ([data-expires] holds an RFC 3339 time).
-  function tick() {
-    var now = Date.now();
-    document.querySelectorAll("[data-expires]").forEach(function (el) {
-      var left = Math.floor((Date.parse(el.dataset.expires) - now) / 1000);
-      if (isNaN(left)) return;
-      if (left <= 0) { el.textContent = "expired"; el.classList.add("expired"); return; }
-      var h = Math.floor(left / 3600), m = Math.floor((left % 3600) / 60), s = left % 60;
-      el.textContent = h > 0 ? h + " h " + m + " min" : m > 0 ? m + " min " + s + " s" : s + " s";
-    });
-  }
-  setInterval(tick, 1000);
-  document.addEventListener("htmx:afterSettle", tick);
+  // Countdowns to expiry ([data-countdown]) are the inbox's: inbox.js.
 
   // Keyboard triage of the approvals inbox lives in inbox.js.
 
