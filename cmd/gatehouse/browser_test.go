@@ -100,18 +100,18 @@ func signInBrowser(t *testing.T, ctx context.Context, base, email, password stri
 
 // mustText returns the visible text of the first element matching css.
 // Live pages re-render fragments from the database (an answer's swap, then
-// the event feed's), so the element read may be the one just replaced: an
-// empty read is retried for a moment, on whatever now matches css.
+// the event feed's), so the element read may be the one just replaced
+// (gone from the document, or empty): the read is tried again for a
+// moment, on whatever now matches css.
 func mustText(t *testing.T, ctx context.Context, css string) string {
 	t.Helper()
-	var s string
 	for try := 0; ; try++ {
-		var err error
-		s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(css)))
+		replaced := err != nil && strings.Contains(err.Error(), "No node")
+		if err != nil && (!replaced || try == 20) {
 			t.Fatalf("text of %s: %v", css, err)
 		}
-		if strings.TrimSpace(s) != "" || try == 20 {
+		if err == nil && (strings.TrimSpace(s) != "" || try == 20) {
 			return strings.TrimSpace(s)
 		}
 		time.Sleep(100 * time.Millisecond)
