@@ -731,7 +731,7 @@ func (s *Server) outboxPage(c echo.Context) error {
 	rows := make([]views.OutboxRow, len(items))
 	for i, it := range items {
 		rows[i] = views.OutboxRow{Kind: it.Kind, Recipient: it.Recipient, Subject: it.Subject, Body: it.Body,
-			When: it.CreatedAt.UTC().Format("2006-01-02 15:04 UTC")}
+			When: it.CreatedAt}
 		if it.ResponseStatus != 0 {
 			rows[i].Status = strconv.Itoa(it.ResponseStatus)
 		}

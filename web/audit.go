@@ -37,7 +37,7 @@ func (s *Server) auditPage(c echo.Context) error {
 		return err
 	}
 	for _, e := range page.Entries {
-		v.Rows = append(v.Rows, views.AuditRow{ID: strconv.FormatInt(e.ID, 10), When: e.CreatedAt.UTC().Format("2006-01-02 15:04:05"),
+		v.Rows = append(v.Rows, views.AuditRow{ID: strconv.FormatInt(e.ID, 10), When: e.CreatedAt,
 			Actor: auditActor(e), Action: e.Action, Subject: e.SubjectType + " " + e.SubjectID,
 			SubjectURL: "/audit?object=" + url.QueryEscape(e.SubjectID), Data: truncateRunes(string(e.Data), 300)})
 	}

@@ -46,12 +46,12 @@ func (s *Server) homeNeeds(c echo.Context) (views.HomeNeeds, error) {
 			by = "agent " + card.TokenName
 		}
 		n.Cards = append(n.Cards, views.HomeCard{Tool: card.Tool, Effect: card.Effect, Risk: card.Risk, ScopeTitle: card.ScopeTitle,
-			ScopeKind: string(card.Scope.Kind), By: by, When: card.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"),
+			ScopeKind: string(card.Scope.Kind), By: by, When: card.CreatedAt,
 			URL: scopeURL(card.Scope) + "#proposal-" + card.ID.String()})
 	}
 	for _, pk := range w.Packets {
 		n.Packets = append(n.Packets, views.HomePacket{Summary: pk.Summary, Tool: pk.Tool, Risk: pk.Risk, Effect: pk.Effect, ScopeTitle: pk.ScopeTitle,
-			ApproverRole: pk.ApproverRole, Expires: pk.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"), URL: "/admin/approvals/" + pk.ID.String()})
+			ApproverRole: pk.ApproverRole, Expires: pk.ExpiresAt, URL: "/admin/approvals/" + pk.ID.String()})
 	}
 	for _, o := range w.Outcomes {
 		when := o.CreatedAt
@@ -59,7 +59,7 @@ func (s *Server) homeNeeds(c echo.Context) (views.HomeNeeds, error) {
 			when = *o.ResolvedAt
 		}
 		n.Outcomes = append(n.Outcomes, views.HomeOutcome{Tool: o.Tool, Status: o.Status, Token: o.TokenName, ScopeTitle: o.ScopeTitle,
-			When: when.UTC().Format("2006-01-02 15:04 UTC"), URL: scopeURL(o.Scope) + "#proposal-" + o.ID.String(),
+			When: when, URL: scopeURL(o.Scope) + "#proposal-" + o.ID.String(),
 			AuditURL: "/audit?object=" + o.ID.String()})
 	}
 	return n, nil

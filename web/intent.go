@@ -81,7 +81,7 @@ func (s *Server) renderIntent(c echo.Context, res intent.Result) error {
 			RefusedShare: percent(g.RefusedShare()), EditedShare: percent(g.EditedShare())})
 	}
 	for _, x := range res.Calls {
-		v.Calls = append(v.Calls, views.IntentCall{When: x.CreatedAt.UTC().Format("2006-01-02 15:04 UTC"), Tool: x.Tool, ActionClass: x.ActionClass,
+		v.Calls = append(v.Calls, views.IntentCall{When: x.CreatedAt, Tool: x.Tool, ActionClass: x.ActionClass,
 			Rationale: x.Rationale, Status: x.Status, Edited: x.Edited})
 	}
 	return render(c, http.StatusOK, views.IntentPage(s.shell(c, "Intent", "admin"), v))

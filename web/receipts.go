@@ -72,7 +72,7 @@ func (s *Server) receiptsView(c echo.Context, verify bool) (views.ReceiptsView, 
 		v.Verification = &vv
 	}
 	for _, r := range o.Recent {
-		row := views.ReceiptRow{ID: r.ID.String(), Seq: "pending", Kind: r.Kind, When: r.CreatedAt.UTC().Format("2006-01-02 15:04:05 UTC"),
+		row := views.ReceiptRow{ID: r.ID.String(), Seq: "pending", Kind: r.Kind, When: r.CreatedAt,
 			ActionClass: r.ActionClass, RedactedFor: r.RedactedFor}
 		if !r.Pending() {
 			row.Seq = strconv.FormatInt(r.Seq, 10)

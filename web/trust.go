@@ -159,7 +159,7 @@ func toTrustView(o trust.Overview, p auth.Principal, now time.Time) views.TrustV
 			cl.MedianDecision = fmt.Sprintf("%s (%d decided by a person in the last 90 days)", humanDuration(co.MedianDecision), co.Decisions)
 		}
 		for _, e := range co.Evidence {
-			te := views.TrustEvidence{Label: string(e.Label), Weight: fmt.Sprintf("%+.3f", e.Weight), Provenance: string(e.Provenance), When: when(e.CreatedAt, now), Note: e.Note}
+			te := views.TrustEvidence{Label: string(e.Label), Weight: fmt.Sprintf("%+.3f", e.Weight), Provenance: string(e.Provenance), When: e.CreatedAt, Note: e.Note}
 			switch {
 			case e.ReceiptID != uuid.Nil:
 				te.Link, te.LinkText = "/admin/receipts#"+e.ReceiptID.String(), "receipt "+e.ReceiptID.String()[:8]
@@ -174,7 +174,7 @@ func toTrustView(o trust.Overview, p auth.Principal, now time.Time) views.TrustV
 	}
 	for _, x := range o.OpenViolations {
 		tv := views.TrustViolation{ID: x.ID.String(), Class: x.ActionClass, Category: string(x.Category), Reason: x.Reason, FlaggedBy: x.FlaggedByEmail,
-			When: when(x.CreatedAt, now), MayClear: x.MayClear(p)}
+			When: x.CreatedAt, MayClear: x.MayClear(p)}
 		if tv.FlaggedBy == "" {
 			tv.FlaggedBy = "a former member"
 		}
@@ -196,13 +196,6 @@ func toTrustView(o trust.Overview, p auth.Principal, now time.Time) views.TrustV
 
 // trimFloat writes f with at most four decimals and no trailing zeros.
 func trimFloat(f float64) string { return strconv.FormatFloat(math.Round(f*1e4)/1e4, 'f', -1, 64) }
-
-func when(t, now time.Time) string {
-	if now.Sub(t) < 24*time.Hour && now.Sub(t) >= 0 {
-		return t.UTC().Format("15:04 UTC")
-	}
-	return t.UTC().Format("2006-01-02 15:04 UTC")
-}
 
 // humanDuration writes a wait as people say it: 42 s, 7 min, 3.5 h, 2.1 days.
 func humanDuration(d time.Duration) string {
