@@ -68,6 +68,9 @@ func (s *Server) conversationPage(c echo.Context) error {
 		}
 		v.Lines = append(v.Lines, line)
 	}
+	if v.Chat, err = s.chatView(c, id); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.ConversationPage(s.shell(c, conv.Title, "conversations"), v))
 }
 
@@ -97,6 +100,9 @@ func (s *Server) postMessage(c echo.Context) error {
 		return err
 	}
 	content := c.FormValue("content")
+	if handled, err := s.startTurnFromPage(c, id, content); handled {
+		return err // the owner's message starts a model turn (web/chat.go)
+	}
 	m, err := s.convs.PostMessage(c.Request().Context(), principal(c), id, "user", content)
 	if apperr.Code(err) == apperr.EINVALID {
 		return render(c, http.StatusUnprocessableEntity, views.Composer(id.String(), content, apperr.Message(err)))
