@@ -599,3 +599,26 @@ func TestStart_RefusesAgentsAndUnconfigured(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestTurn_RevokedModelAgentStopsTheTurn(t *testing.T) {
+	f := newFixture(t,
+		chattest.Response{Calls: []chattest.Call{put("call_put", "a", "The user asked me to save this note.")}},
+		chattest.Response{Calls: []chattest.Call{put("call_put2", "b", "The user asked me to save another note.")}},
+	)
+	s := f.instance(t)
+	turn := f.start(t, s, "Save a note")
+	wantState(t, turn, chat.StateWaiting)
+	ctx := context.Background()
+	if _, err := f.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE name = 'model (fake-model)'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.props.Apply(ctx, f.owner, turn.Calls[0].ProposalID, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Sweep(ctx)
+	turn = f.settle(t, s, turn.ID)
+	wantState(t, turn, chat.StateFailed)
+	if !strings.Contains(turn.Error, "revoked") || len(turn.Calls) != 1 {
+		t.Fatalf("turn = %+v", turn)
+	}
+}

@@ -409,6 +409,12 @@ func (r *run) settleCalls(ctx context.Context, calls []ToolCall) (waiting bool, 
 	}
 	ts := offerTools(s.props.Tools())
 	seq := len(rows)
+	if len(rows) < len(calls) {
+		// A model agent revoked meanwhile proposes nothing more.
+		if r.agent, err = s.agentPrincipal(ctx, r.row.AgentTokenID); err != nil {
+			return false, err
+		}
+	}
 	for _, c := range calls {
 		if have[c.ID] {
 			continue
