@@ -382,17 +382,6 @@ func (q *Queries) InsertTurn(ctx context.Context, arg InsertTurnParams) (ChatTur
 	return i, err
 }
 
-const lastMessageID = `-- name: LastMessageID :one
-SELECT coalesce(max(id), 0)::bigint FROM messages WHERE conversation_id = $1
-`
-
-func (q *Queries) LastMessageID(ctx context.Context, conversationID uuid.UUID) (int64, error) {
-	row := q.db.QueryRow(ctx, lastMessageID, conversationID)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
-}
-
 const latestTurn = `-- name: LatestTurn :one
 SELECT id, workspace_id, conversation_id, owner_id, agent_token_id, model, state, messages, streaming, model_requests, prompt_tokens, completion_tokens, error, lease_owner, lease_until, created_at, updated_at, finished_at FROM chat_turns WHERE conversation_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1
 `

@@ -978,7 +978,7 @@ WITH p AS (
     SELECT $31, p.workspace_id, 'execution', p.id, p.action_class, $32, $33, $34
     FROM p
 )
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM p
+SELECT created_at FROM p
 `
 
 type RecordAutoCallParams struct {
@@ -1018,48 +1018,12 @@ type RecordAutoCallParams struct {
 	ReceiptMetadata   json.RawMessage
 }
 
-type RecordAutoCallRow struct {
-	ID                uuid.UUID
-	WorkspaceID       uuid.UUID
-	ConversationID    uuid.NullUUID
-	ProposedByUserID  uuid.UUID
-	ProposedByTokenID uuid.NullUUID
-	ProposedByKind    string
-	Tool              string
-	Effect            string
-	Arguments         json.RawMessage
-	Rationale         string
-	PermissionMode    pgtype.Text
-	Disposition       string
-	Status            string
-	AppliedArguments  []byte
-	Result            []byte
-	Error             pgtype.Text
-	RejectionReason   pgtype.Text
-	ResolvedByUserID  uuid.NullUUID
-	ApplyPath         pgtype.Text
-	CreatedAt         time.Time
-	ResolvedAt        *time.Time
-	NotebookID        uuid.NullUUID
-	OwnerID           uuid.UUID
-	TrustLevel        pgtype.Text
-	Authority         pgtype.Text
-	Risk              pgtype.Text
-	ActionClass       pgtype.Text
-	State             pgtype.Text
-	Decision          []byte
-	Constraints       json.RawMessage
-	DryRun            bool
-	ClaimedAt         *time.Time
-	EffectDecision    []byte
-	DecisionInput     []byte
-}
-
 // The automatic path's whole record in one statement, after the tool ran
 // in the same transaction: the proposal in its final state, its transcript
 // line (conversations), its two audit rows and its receipt. One round trip
 // instead of six, and no row any other call writes.
-func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) (RecordAutoCallRow, error) {
+// Only the time: the caller has everything else in memory.
+func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) (time.Time, error) {
 	row := q.db.QueryRow(ctx, recordAutoCall,
 		arg.ID,
 		arg.WorkspaceID,
@@ -1096,44 +1060,9 @@ func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) 
 		arg.ReceiptHash,
 		arg.ReceiptMetadata,
 	)
-	var i RecordAutoCallRow
-	err := row.Scan(
-		&i.ID,
-		&i.WorkspaceID,
-		&i.ConversationID,
-		&i.ProposedByUserID,
-		&i.ProposedByTokenID,
-		&i.ProposedByKind,
-		&i.Tool,
-		&i.Effect,
-		&i.Arguments,
-		&i.Rationale,
-		&i.PermissionMode,
-		&i.Disposition,
-		&i.Status,
-		&i.AppliedArguments,
-		&i.Result,
-		&i.Error,
-		&i.RejectionReason,
-		&i.ResolvedByUserID,
-		&i.ApplyPath,
-		&i.CreatedAt,
-		&i.ResolvedAt,
-		&i.NotebookID,
-		&i.OwnerID,
-		&i.TrustLevel,
-		&i.Authority,
-		&i.Risk,
-		&i.ActionClass,
-		&i.State,
-		&i.Decision,
-		&i.Constraints,
-		&i.DryRun,
-		&i.ClaimedAt,
-		&i.EffectDecision,
-		&i.DecisionInput,
-	)
-	return i, err
+	var created_at time.Time
+	err := row.Scan(&created_at)
+	return created_at, err
 }
 
 const recordEffectDecision = `-- name: RecordEffectDecision :exec

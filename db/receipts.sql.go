@@ -345,6 +345,55 @@ func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceipts
 	return items, nil
 }
 
+const listUnchainedReceipts = `-- name: ListUnchainedReceipts :many
+SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
+WHERE workspace_id = $1 AND seq IS NULL
+ORDER BY created_at, id
+LIMIT $2
+`
+
+type ListUnchainedReceiptsParams struct {
+	WorkspaceID uuid.UUID
+	Limit       int32
+}
+
+type ListUnchainedReceiptsRow struct {
+	ID          uuid.UUID
+	ContentHash []byte
+	Metadata    json.RawMessage
+	Content     json.RawMessage
+}
+
+// content comes along for the receipts whose content hash the sequencer
+// computes (written on the automatic path without one). No row lock: the
+// workspace's chain lock (TryLockReceiptChain) already makes this
+// sequencer the only writer of unchained receipts (a redaction waits for
+// the chain), and a lock per receipt was a WAL record per call.
+func (q *Queries) ListUnchainedReceipts(ctx context.Context, arg ListUnchainedReceiptsParams) ([]ListUnchainedReceiptsRow, error) {
+	rows, err := q.db.Query(ctx, listUnchainedReceipts, arg.WorkspaceID, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListUnchainedReceiptsRow{}
+	for rows.Next() {
+		var i ListUnchainedReceiptsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Content,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listWorkspacesWithUnchainedReceipts = `-- name: ListWorkspacesWithUnchainedReceipts :many
 SELECT DISTINCT workspace_id FROM receipts WHERE seq IS NULL
 `
@@ -363,53 +412,6 @@ func (q *Queries) ListWorkspacesWithUnchainedReceipts(ctx context.Context) ([]uu
 			return nil, err
 		}
 		items = append(items, workspace_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const lockUnchainedReceipts = `-- name: LockUnchainedReceipts :many
-SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
-WHERE workspace_id = $1 AND seq IS NULL
-ORDER BY created_at, id
-LIMIT $2
-FOR UPDATE
-`
-
-type LockUnchainedReceiptsParams struct {
-	WorkspaceID uuid.UUID
-	Limit       int32
-}
-
-type LockUnchainedReceiptsRow struct {
-	ID          uuid.UUID
-	ContentHash []byte
-	Metadata    json.RawMessage
-	Content     json.RawMessage
-}
-
-// content comes along for the receipts whose content hash the sequencer
-// computes (written on the automatic path without one).
-func (q *Queries) LockUnchainedReceipts(ctx context.Context, arg LockUnchainedReceiptsParams) ([]LockUnchainedReceiptsRow, error) {
-	rows, err := q.db.Query(ctx, lockUnchainedReceipts, arg.WorkspaceID, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []LockUnchainedReceiptsRow{}
-	for rows.Next() {
-		var i LockUnchainedReceiptsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.ContentHash,
-			&i.Metadata,
-			&i.Content,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

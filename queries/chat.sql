@@ -94,9 +94,6 @@ INSERT INTO messages (conversation_id, role, content, author_user_id) VALUES ($1
 -- name: ListTranscript :many
 SELECT id, role, content, proposal_id FROM messages WHERE conversation_id = $1 ORDER BY id;
 
--- name: LastMessageID :one
-SELECT coalesce(max(id), 0)::bigint FROM messages WHERE conversation_id = $1;
-
 -- name: FindModelAgentToken :one
 -- The owner's live agent token for a model, if any.
 SELECT id FROM api_tokens

@@ -144,7 +144,8 @@ WITH p AS (
     SELECT sqlc.arg(receipt_id), p.workspace_id, 'execution', p.id, p.action_class, sqlc.arg(receipt_content), sqlc.arg(receipt_hash), sqlc.arg(receipt_metadata)
     FROM p
 )
-SELECT * FROM p;
+-- Only the time: the caller has everything else in memory.
+SELECT created_at FROM p;
 
 -- name: ListScopeClasses :many
 -- The action classes a conversation's or notebook's calls were decided as.

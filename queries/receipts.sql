@@ -18,14 +18,16 @@ SELECT seq::bigint AS seq, hash FROM receipts
 WHERE workspace_id = $1 AND seq IS NOT NULL
 ORDER BY seq DESC LIMIT 1;
 
--- name: LockUnchainedReceipts :many
+-- name: ListUnchainedReceipts :many
 -- content comes along for the receipts whose content hash the sequencer
--- computes (written on the automatic path without one).
+-- computes (written on the automatic path without one). No row lock: the
+-- workspace's chain lock (TryLockReceiptChain) already makes this
+-- sequencer the only writer of unchained receipts (a redaction waits for
+-- the chain), and a lock per receipt was a WAL record per call.
 SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
 WHERE workspace_id = $1 AND seq IS NULL
 ORDER BY created_at, id
-LIMIT $2
-FOR UPDATE;
+LIMIT $2;
 
 -- name: ChainReceipts :execrows
 UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = @chained_at,

@@ -1,8 +1,15 @@
 -- name: SearchRecords :many
-SELECT collection, key, value, notes, updated_at FROM records
-WHERE workspace_id = $1
-  AND (sqlc.narg(collection)::text IS NULL OR collection = sqlc.narg(collection))
-  AND (key ILIKE '%' || sqlc.arg(query)::text || '%' OR value::text ILIKE '%' || sqlc.arg(query)::text || '%')
+-- The matches are found through the trigram indexes first (MATERIALIZED:
+-- the planner must not walk the primary key in order hoping that 50
+-- matches come early, which reads every record when few match), then
+-- the first 50 in order.
+WITH hits AS MATERIALIZED (
+    SELECT collection, key, value, notes, updated_at FROM records
+    WHERE workspace_id = $1
+      AND (sqlc.narg(collection)::text IS NULL OR collection = sqlc.narg(collection))
+      AND (key ILIKE '%' || sqlc.arg(query)::text || '%' OR value::text ILIKE '%' || sqlc.arg(query)::text || '%')
+)
+SELECT collection, key, value, notes, updated_at FROM hits
 ORDER BY collection, key
 LIMIT 50;
 

@@ -13,6 +13,8 @@ type Shell struct {
 	User *ShellUser
 	// Nav names the active header link: "conversations", "notebooks", "admin".
 	Nav string
+	// Counts are what waits for the user (nil: not shown).
+	Counts *NavCounts
 }
 
 // ShellUser is the signed-in user as the header shows them.

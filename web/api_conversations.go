@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -106,6 +107,7 @@ func (s *Server) apiUpdateConversation(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.announce(principal(c).WorkspaceID, events.Conversation(id))
 	return c.JSON(http.StatusOK, toConversationJSON(conv))
 }
 
@@ -146,6 +148,7 @@ func (s *Server) apiPostMessage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.announce(principal(c).WorkspaceID, events.Conversation(id))
 	return c.JSON(http.StatusCreated, toMessageJSON(m))
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 )
 
@@ -80,6 +81,7 @@ func (s *Server) apiUpdateNotebook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.announce(principal(c).WorkspaceID, events.Notebook(id))
 	return c.JSON(http.StatusOK, toNotebookJSON(nb))
 }
 

@@ -1,16 +1,11 @@
 package web
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -18,24 +13,6 @@ import (
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/views"
 )
-
-// notifyAnnouncer announces a change to every instance with NOTIFY on the
-// events channel ("<workspace>:<topic>"), after the change committed; each
-// instance's listen relays it to its live pages.
-// (internal/events' Bus takes its place when it lands.)
-type notifyAnnouncer struct {
-	pool *pgxpool.Pool
-	log  *slog.Logger
-}
-
-// Announce implements chat.Announcer.
-func (a notifyAnnouncer) Announce(ws uuid.UUID, topic string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := a.pool.Exec(ctx, "SELECT pg_notify($1, $2)", eventsChannel, ws.String()+":"+topic); err != nil {
-		a.log.Warn("announcing a change", "topic", topic, "err", err)
-	}
-}
 
 // chatEnabled reports whether a model answers the owner's messages.
 func (s *Server) chatEnabled() bool { return s.chat != nil && s.chat.Config().Enabled() }
@@ -50,7 +27,7 @@ func (s *Server) chatView(c echo.Context, id uuid.UUID) (views.ChatView, error) 
 	if err != nil {
 		return v, err
 	}
-	v.Enabled, v.Models, v.Model, v.Agent, v.Tokens, v.LastMessageID = panel.Enabled, panel.Models, panel.Settings.Model, panel.Agent, panel.Tokens, panel.LastMessageID
+	v.Enabled, v.Models, v.Model, v.Agent, v.Tokens = panel.Enabled, panel.Models, panel.Settings.Model, panel.Agent, panel.Tokens
 	if panel.Settings.Budget > 0 {
 		v.Budget = strconv.FormatInt(panel.Settings.Budget, 10)
 	}
@@ -66,94 +43,23 @@ func (s *Server) chatView(c echo.Context, id uuid.UUID) (views.ChatView, error) 
 	return v, nil
 }
 
-// transcriptLines are the conversation's lines, each proposal as its card.
-func (s *Server) transcriptLines(c echo.Context, id uuid.UUID) ([]views.TranscriptLine, error) {
-	ctx, p := c.Request().Context(), principal(c)
-	msgs, err := s.convs.Transcript(ctx, p, id)
-	if err != nil {
-		return nil, err
-	}
-	props, err := s.props.ForConversation(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	lines := make([]views.TranscriptLine, 0, len(msgs))
-	for _, m := range msgs {
-		line := views.TranscriptLine{Role: m.Role, Content: m.Content}
-		if pr, ok := props[m.ProposalID]; ok && m.ProposalID != uuid.Nil {
-			card := s.toCard(pr)
-			line.Card = &card
-		}
-		lines = append(lines, line)
-	}
-	return lines, nil
-}
-
 // chatPanel handles "GET /conversations/:id/chat": the chat panel as it
-// is now, and the transcript when it has lines the page has not seen.
+// is now (the page asks after each refresh of its transcript feed, that
+// is on each of the conversation's events), with the header's token total.
 func (s *Server) chatPanel(c echo.Context) error {
 	id, err := pathID(c, conversations.ErrNotFound)
 	if err != nil {
 		return err
 	}
-	return s.renderChatRefresh(c, id, c.QueryParam("seen"))
+	return s.renderChatRefresh(c, id)
 }
 
-func (s *Server) renderChatRefresh(c echo.Context, id uuid.UUID, seen string) error {
+func (s *Server) renderChatRefresh(c echo.Context, id uuid.UUID) error {
 	v, err := s.chatView(c, id)
 	if err != nil {
 		return err
 	}
-	fresh := seen != strconv.FormatInt(v.LastMessageID, 10)
-	var lines []views.TranscriptLine
-	if fresh {
-		if lines, err = s.transcriptLines(c, id); err != nil {
-			return err
-		}
-	}
-	return render(c, http.StatusOK, views.ChatRefresh(v, lines, fresh))
-}
-
-// chatEvents handles "GET /conversations/:id/chat/events": a server-sent
-// event "chat" whenever the conversation changes on any instance (the
-// model's text streams in, a call is proposed or resolved, a turn ends).
-func (s *Server) chatEvents(c echo.Context) error {
-	id, err := pathID(c, conversations.ErrNotFound)
-	if err != nil {
-		return err
-	}
-	p := principal(c)
-	if _, err := s.convs.Get(c.Request().Context(), p, id); err != nil {
-		return err
-	}
-	topic := "conversation." + id.String()
-	ch, done := s.events.subscribe(p.WorkspaceID)
-	defer done()
-	w := c.Response()
-	w.Header().Set(echo.HeaderContentType, "text/event-stream")
-	w.Header().Set(echo.HeaderCacheControl, "no-store")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": connected\n\n")
-	w.Flush()
-	heartbeat := time.NewTicker(25 * time.Second)
-	defer heartbeat.Stop()
-	for {
-		select {
-		case <-c.Request().Context().Done():
-			return nil
-		case <-s.bg.Done():
-			return nil
-		case ev := <-ch:
-			if ev != topic {
-				continue
-			}
-			fmt.Fprint(w, "event: chat\ndata: changed\n\n")
-		case <-heartbeat.C:
-			fmt.Fprint(w, ": heartbeat\n\n")
-		}
-		w.Flush()
-	}
+	return render(c, http.StatusOK, views.ChatRefresh(v))
 }
 
 // stopChat handles "POST /conversations/:id/chat/stop".
@@ -170,7 +76,7 @@ func (s *Server) stopChat(c echo.Context) error {
 		return err
 	}
 	// Stopped now, or it had ended already: the panel says which.
-	return s.renderChatRefresh(c, id, "")
+	return s.renderChatRefresh(c, id)
 }
 
 // saveChatSettings handles "POST /conversations/:id/chat/settings".
@@ -225,7 +131,9 @@ func (s *Server) startTurnFromPage(c echo.Context, id uuid.UUID, content string)
 	if err != nil {
 		return true, err
 	}
-	return true, render(c, http.StatusOK, views.SentMessage(id.String(), "user", st.Content))
+	_ = st // the turn announced itself: the transcript's live feed shows the message
+	c.Response().Header().Set("HX-Trigger", "transcript-changed")
+	return true, render(c, http.StatusOK, views.Composer(id.String(), "", ""))
 }
 
 // startedJSON is a user message that started a model turn.

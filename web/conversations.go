@@ -3,11 +3,11 @@ package web
 import (
 	"net/http"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/views"
@@ -46,11 +46,7 @@ func (s *Server) conversationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	msgs, err := s.convs.Transcript(ctx, p, id)
-	if err != nil {
-		return err
-	}
-	props, err := s.props.ForConversation(ctx, id)
+	lines, err := s.transcript(c, id)
 	if err != nil {
 		return err
 	}
@@ -60,14 +56,7 @@ func (s *Server) conversationPage(c echo.Context) error {
 			return err
 		}
 	}
-	for _, m := range msgs {
-		line := views.TranscriptLine{Role: m.Role, Content: m.Content}
-		if pr, ok := props[m.ProposalID]; ok && m.ProposalID != uuid.Nil {
-			card := s.toCard(pr)
-			line.Card = &card
-		}
-		v.Lines = append(v.Lines, line)
-	}
+	v.Lines = lines
 	if v.Chat, err = s.chatView(c, id); err != nil {
 		return err
 	}
@@ -85,6 +74,7 @@ func (s *Server) setPermissionMode(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.announce(principal(c).WorkspaceID, events.Conversation(id))
 	if !isHTMX(c) {
 		// A graduation hint's button (a plain form): back to the page.
 		return c.Redirect(http.StatusSeeOther, "/conversations/"+conv.ID.String())
@@ -103,12 +93,16 @@ func (s *Server) postMessage(c echo.Context) error {
 	if handled, err := s.startTurnFromPage(c, id, content); handled {
 		return err // the owner's message starts a model turn (web/chat.go)
 	}
-	m, err := s.convs.PostMessage(c.Request().Context(), principal(c), id, "user", content)
+	_, err = s.convs.PostMessage(c.Request().Context(), principal(c), id, "user", content)
 	if apperr.Code(err) == apperr.EINVALID {
 		return render(c, http.StatusUnprocessableEntity, views.Composer(id.String(), content, apperr.Message(err)))
 	}
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.SentMessage(id.String(), m.Role, m.Content))
+	// The transcript's live feed shows the message (this page at once, by
+	// the trigger; every other page open on it, by the event).
+	s.announce(principal(c).WorkspaceID, events.Conversation(id))
+	c.Response().Header().Set("HX-Trigger", "transcript-changed")
+	return render(c, http.StatusOK, views.Composer(id.String(), "", ""))
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"github.com/gatehouse/gatehouse/internal/auth"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,54 +10,89 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/events"
 )
 
-// Live pages (the approvals queue) follow changes through server-sent
-// events. Changes are announced with PostgreSQL's NOTIFY, so a packet
-// resolved on one instance reaches the pages open on every instance; each
-// instance LISTENs on one connection and fans events out to its streams.
+// Live pages follow changes through server-sent events. Services announce
+// a change after it commits (internal/events: a Bus that sends the
+// distinct "<workspace id>:<topic>" payloads in batches with NOTIFY), so a
+// change on one instance reaches the pages open on every instance: each
+// instance LISTENs on one connection and fans the events out to its
+// streams. A page re-renders what changed from the database when told,
+// and once more whenever its stream (re)connects, so a lost event costs
+// nothing but a moment's delay.
 
-const eventsChannel = "gatehouse_events"
+const eventsChannel = events.Channel
 
 // hub fans workspace events out to subscribers.
 type hub struct {
 	mu   sync.Mutex
-	subs map[uuid.UUID]map[chan string]struct{}
+	subs map[uuid.UUID]map[*subscription]struct{}
 }
 
-func newHub() *hub { return &hub{subs: map[uuid.UUID]map[chan string]struct{}{}} }
+// subscription is one open stream: the topics it wants, named as the
+// page's events.
+type subscription struct {
+	ch    chan sent
+	event func(topic string) (string, bool)
+}
 
-// subscribe returns a channel of event names for the workspace and a
-// function that ends the subscription.
-func (h *hub) subscribe(ws uuid.UUID) (<-chan string, func()) {
-	ch := make(chan string, 8)
+// sent is one event on a stream: its name (what the page listens for) and
+// its topic (the data).
+type sent struct{ name, topic string }
+
+func newHub() *hub { return &hub{subs: map[uuid.UUID]map[*subscription]struct{}{}} }
+
+// subscribe returns a channel of the workspace's topics that event
+// accepts, with the names it gives them, and a function that ends the
+// subscription.
+func (h *hub) subscribe(ws uuid.UUID, event func(topic string) (string, bool)) (<-chan sent, func()) {
+	sub := &subscription{ch: make(chan sent, 8), event: event}
 	h.mu.Lock()
 	if h.subs[ws] == nil {
-		h.subs[ws] = map[chan string]struct{}{}
+		h.subs[ws] = map[*subscription]struct{}{}
 	}
-	h.subs[ws][ch] = struct{}{}
+	h.subs[ws][sub] = struct{}{}
 	h.mu.Unlock()
-	return ch, func() {
+	return sub.ch, func() {
 		h.mu.Lock()
-		delete(h.subs[ws], ch)
+		delete(h.subs[ws], sub)
+		if len(h.subs[ws]) == 0 {
+			delete(h.subs, ws)
+		}
 		h.mu.Unlock()
 	}
 }
 
-// publish delivers an event to the workspace's subscribers; a subscriber
-// that is behind already has an event pending, which is enough to refresh.
-func (h *hub) publish(ws uuid.UUID, event string) {
+// publish delivers a topic to the workspace's subscribers that want it; a
+// subscriber that is behind already has events pending, and one refresh
+// reads everything that changed.
+func (h *hub) publish(ws uuid.UUID, topic string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs[ws] {
+	for sub := range h.subs[ws] {
+		name, ok := sub.event(topic)
+		if !ok {
+			continue
+		}
 		select {
-		case ch <- event:
+		case sub.ch <- sent{name, topic}:
 		default:
 		}
 	}
 }
 
-// listen relays NOTIFY payloads ("<workspace id>:<event>") to the hub
+// announce tells every instance's pages about a change the web layer made
+// itself (a message posted, a mode changed), after it committed.
+func (s *Server) announce(ws uuid.UUID, topics ...string) {
+	for _, t := range topics {
+		s.bus.Announce(ws, t)
+	}
+}
+
+// listen relays NOTIFY payloads ("<workspace id>:<topic>") to the hub
 // until ctx ends, reconnecting after a lost connection.
 func (s *Server) listen(ctx context.Context) {
 	backoff := time.Second
@@ -99,18 +133,52 @@ func (s *Server) listenOnce(ctx context.Context) error {
 			}
 			continue
 		}
-		wsID, event, ok := strings.Cut(n.Payload, ":")
+		wsID, topic, ok := strings.Cut(n.Payload, ":")
 		if ws, err := uuid.Parse(wsID); ok && err == nil {
-			s.events.publish(ws, event)
+			s.events.publish(ws, topic)
 		}
 	}
 }
 
-// streamEvents is a server-sent event stream of the caller's workspace
-// events, with a heartbeat so proxies keep it open. It ends when the
-// client leaves or the server shuts down.
+// topicEvents maps the topics a page follows to the names of its events:
+// a scope's own topic, what waits for the signed-in user (the nav counts)
+// and, for those who resolve packets, the approvals.
+func topicEvents(p auth.Principal, scope string) func(string) (string, bool) {
+	mine := events.User(p.UserID)
+	resolver := p.CanResolveSome()
+	return func(topic string) (string, bool) {
+		switch {
+		case scope != "" && topic == scope:
+			name, _, _ := strings.Cut(topic, ".")
+			return name, true
+		case topic == mine:
+			return "user", true
+		case topic == events.TopicApprovals && resolver:
+			return events.TopicApprovals, true
+		}
+		return "", false
+	}
+}
+
+// streamEvents handles "GET /admin/approvals/events": the queue follows
+// the workspace's packets.
 func (s *Server) streamEvents(c echo.Context) error {
-	ch, done := s.events.subscribe(principal(c).WorkspaceID)
+	return s.stream(c, func(topic string) (string, bool) {
+		return topic, topic == events.TopicApprovals
+	})
+}
+
+// homeEvents handles "GET /events": what waits for the signed-in user
+// (home and nav counts).
+func (s *Server) homeEvents(c echo.Context) error {
+	return s.stream(c, topicEvents(principal(c), ""))
+}
+
+// stream is a server-sent event stream of the caller's workspace events
+// that event accepts, with a heartbeat so proxies keep it open. It ends
+// when the client leaves or the server shuts down.
+func (s *Server) stream(c echo.Context, event func(string) (string, bool)) error {
+	ch, done := s.events.subscribe(principal(c).WorkspaceID, event)
 	defer done()
 	w := c.Response()
 	w.Header().Set(echo.HeaderContentType, "text/event-stream")
@@ -128,7 +196,7 @@ func (s *Server) streamEvents(c echo.Context) error {
 		case <-s.bg.Done():
 			return nil
 		case ev := <-ch:
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev, ev)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.topic)
 		case <-heartbeat.C:
 			fmt.Fprint(w, ": heartbeat\n\n")
 		}

@@ -198,6 +198,7 @@ func (s *Server) shell(c echo.Context, title, nav string) views.Shell {
 	sh.CSRF, _ = c.Get(middleware.DefaultCSRFConfig.ContextKey).(string)
 	if p, ok := c.Get(principalKey).(auth.Principal); ok && p.TokenKind == "" {
 		sh.User = &views.ShellUser{Email: p.Email, Role: string(p.Role), CanApprove: p.CanApprove(), CanResolve: p.CanResolveSome()}
+		sh.Counts = s.navCounts(c)
 	}
 	return sh
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -75,6 +76,7 @@ func (s *Server) setTrustLevel(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	s.announce(principal(c).WorkspaceID, events.Notebook(id))
 	if !isHTMX(c) {
 		return c.Redirect(http.StatusSeeOther, "/notebooks/"+nb.ID.String())
 	}
@@ -163,8 +165,9 @@ func (s *Server) addCell(c echo.Context) error {
 	return render(c, http.StatusOK, views.AddCellForm(s.cellForm(id.String(), name)))
 }
 
-// newCells handles "GET /notebooks/:id/cells?after=N": the cells after the
-// first N, for the page's poller.
+// newCells handles "GET /notebooks/:id/cells?after=N&card=<version>…":
+// for the page's live feed, the cells after the first N and the cells the
+// page shows (by version) that changed since.
 func (s *Server) newCells(c echo.Context) error {
 	id, err := pathID(c, notebooks.ErrNotFound)
 	if err != nil {
@@ -175,20 +178,22 @@ func (s *Server) newCells(c echo.Context) error {
 		return apperr.Invalid("after must be a count of cells.", apperr.FieldError{Field: "after", Message: "must be a whole number, 0 or more"})
 	}
 	ctx := c.Request().Context()
-	if _, err := s.nbs.Get(ctx, principal(c), id); err != nil {
+	nb, err := s.nbs.Get(ctx, principal(c), id)
+	if err != nil {
 		return err
 	}
 	cells, err := s.props.Cells(ctx, id)
 	if err != nil {
 		return err
 	}
-	var fresh []views.ProposalCard
-	if after < len(cells) {
-		for _, p := range cells[after:] {
-			fresh = append(fresh, s.toCard(p))
-		}
+	cards := make([]views.ProposalCard, len(cells))
+	for i, p := range cells {
+		cards[i] = s.toCard(p)
 	}
-	return render(c, http.StatusOK, views.NewCells(id.String(), fresh, max(after, len(cells))))
+	shown := min(after, len(cards))
+	trust, shownTrust := string(nb.TrustLevel), c.QueryParam("trust")
+	return render(c, http.StatusOK, views.CellsUpdate(cards[shown:], changedCards(cards[:shown], c.QueryParams()["card"]), len(cards), s.navCounts(c),
+		id.String(), trust, shownTrust != "" && shownTrust != trust))
 }
 
 // newFormKey is a fresh idempotency key for one rendering of a form.

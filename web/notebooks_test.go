@@ -196,10 +196,10 @@ func TestNotebookPage_AddCellsFromTheFormRunAskAndDiscard(t *testing.T) {
 	_, frag = owner.get(path + "/cells?after=0")
 	cards := strings.Split(frag, `<article `)[1:]
 	if len(cards) != 2 || !strings.Contains(cards[0], `data-status="pending"`) || !strings.Contains(cards[0], "Run this?") ||
-		!strings.Contains(cards[1], `data-status="applied"`) || !strings.Contains(frag, `cells?after=2`) {
+		!strings.Contains(cards[1], `data-status="applied"`) || !strings.Contains(frag, `id="cell-count" class="live-state" name="after" value="2"`) {
 		t.Fatalf("new cells after 0:\n%s", frag)
 	}
-	if _, frag := owner.get(path + "/cells?after=2"); strings.Contains(frag, "proposal-card") || !strings.Contains(frag, "cells?after=2") {
+	if _, frag := owner.get(path + "/cells?after=2"); strings.Contains(frag, "proposal-card") || !strings.Contains(frag, `name="after" value="2"`) {
 		t.Fatalf("nothing new after 2:\n%s", frag)
 	}
 	if resp, _ := owner.get(path + "/cells?after=-1"); resp.StatusCode != http.StatusUnprocessableEntity {
@@ -226,14 +226,18 @@ func TestNotebookPage_AddCellsFromTheFormRunAskAndDiscard(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(frag, "Discarded: Discarded by the owner.") {
 		t.Fatalf("discard: %d\n%s", resp.StatusCode, frag)
 	}
-	// A running cell polls until it finishes; a finished one does not.
-	if _, frag := owner.get("/proposals/" + id + "/card"); strings.Contains(frag, "every 1s") {
-		t.Fatal("a finished cell keeps polling")
-	}
+	// A running cell shows progress without polling; the page's live feed
+	// replaces it when its version changes.
 	if _, err := e.pool.Exec(t.Context(), "UPDATE proposals SET status = 'applying' WHERE id = $1", id); err != nil {
 		t.Fatal(err)
 	}
-	if _, frag := owner.get("/proposals/" + id + "/card"); !strings.Contains(frag, `hx-trigger="every 1s"`) || !strings.Contains(frag, "Running…") {
-		t.Fatalf("a running cell does not show progress:\n%s", frag)
+	if _, frag := owner.get("/proposals/" + id + "/card"); strings.Contains(frag, "every ") || !strings.Contains(frag, "Running…") {
+		t.Fatalf("a running cell does not show progress, or polls:\n%s", frag)
+	}
+	if _, frag := owner.get(path + "/cells?after=4&card=" + id + ":applying.1"); strings.Contains(frag, `id="cell-`+id) {
+		t.Fatalf("an unchanged cell is sent again:\n%s", frag)
+	}
+	if _, frag := owner.get(path + "/cells?after=4&card=" + id + ":pending.1"); !strings.Contains(frag, `id="cell-`+id+`" class="cell" hx-swap-oob="true"`) {
+		t.Fatalf("a changed cell is not replaced:\n%s", frag)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -23,8 +23,20 @@ import (
 var OpenAPIDocument []byte
 
 type apiSpec struct {
-	doc    *openapi3.T
-	router routers.Router
+	doc *openapi3.T
+	// routes are the document's operations by echo's route ("POST
+	// /api/v1/conversations/:id/tool-calls"): echo has already matched
+	// the request, so finding its operation is a map lookup, not a second
+	// router's regular expressions on every call.
+	routes map[string]apiRoute
+	// byEcho caches the lookup by echo's own route string (a fixed set).
+	byEcho sync.Map
+}
+
+type apiRoute struct {
+	route *routers.Route
+	// params are the path parameters' names in the document, in order.
+	params []string
 }
 
 func loadAPISpec() (*apiSpec, error) {
@@ -32,11 +44,63 @@ func loadAPISpec() (*apiSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		return nil, fmt.Errorf("web: openapi router: %w", err)
+	spec := &apiSpec{doc: doc, routes: map[string]apiRoute{}}
+	for path, item := range doc.Paths.Map() {
+		echoPath, params := echoRoute(path)
+		for method, op := range item.Operations() {
+			spec.routes[method+" "+echoPath] = apiRoute{
+				route:  &routers.Route{Spec: doc, Path: path, PathItem: item, Method: method, Operation: op},
+				params: params,
+			}
+		}
 	}
-	return &apiSpec{doc: doc, router: router}, nil
+	return spec, nil
+}
+
+// echoRoute turns an OpenAPI path template into echo's form, with every
+// parameter named ":" (echo's own names may differ; the document's names
+// are kept in order).
+func echoRoute(path string) (string, []string) {
+	segs := strings.Split(path, "/")
+	var params []string
+	for i, seg := range segs {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			params = append(params, seg[1:len(seg)-1])
+			segs[i] = ":"
+		}
+	}
+	return strings.Join(segs, "/"), params
+}
+
+// find returns the operation echo matched, with its path parameters under
+// the document's names.
+func (a *apiSpec) find(c echo.Context) (*routers.Route, map[string]string, bool) {
+	key := c.Request().Method + " " + c.Path()
+	r, ok := a.byEcho.Load(key)
+	if !ok {
+		echoPath, _ := echoRoute(colonParams(c.Path()))
+		r, _ = a.byEcho.LoadOrStore(key, a.routes[c.Request().Method+" "+echoPath])
+	}
+	route := r.(apiRoute)
+	if route.route == nil || len(route.params) != len(c.ParamValues()) {
+		return nil, nil, false
+	}
+	params := make(map[string]string, len(route.params))
+	for i, name := range route.params {
+		params[name] = c.ParamValues()[i]
+	}
+	return route.route, params, true
+}
+
+// colonParams rewrites echo's ":name" segments as "{name}".
+func colonParams(path string) string {
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if strings.HasPrefix(seg, ":") {
+			segs[i] = "{" + seg[1:] + "}"
+		}
+	}
+	return strings.Join(segs, "/")
 }
 
 // LoadOpenAPI parses and validates the embedded OpenAPI document.
@@ -63,11 +127,11 @@ func (s *Server) openAPIDocument(c echo.Context) error {
 func (s *Server) validateAPIRequest(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		route, params, err := s.api.router.FindRoute(req)
-		if err != nil {
+		route, params, ok := s.api.find(c)
+		if !ok {
 			return next(c)
 		}
-		err = openapi3filter.ValidateRequest(req.Context(), &openapi3filter.RequestValidationInput{
+		err := openapi3filter.ValidateRequest(req.Context(), &openapi3filter.RequestValidationInput{
 			Request: req, PathParams: params, Route: route,
 			Options: &openapi3filter.Options{
 				AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, // requireToken did it

@@ -108,6 +108,11 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/signin", s.signIn, session...)
 	e.POST("/signout", s.signOut, session...)
 	e.GET("/", s.homePage, signedIn...)
+	// Live pages: each page's event stream (authorised like the page) and
+	// the fragment its feed re-renders from the database.
+	e.GET("/events", s.homeEvents, signedIn...)
+	e.GET("/home/live", s.homeLive, signedIn...)
+	e.GET("/audit", s.auditPage, signedIn...)
 	e.GET("/tools", s.toolsPage, signedIn...)
 	e.GET("/conversations", s.conversationsPage, signedIn...)
 	e.POST("/conversations", s.createConversation, signedIn...)
@@ -115,9 +120,11 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/conversations/:id/mode", s.setPermissionMode, signedIn...)
 	e.GET("/conversations/:id/preview", s.conversationPreview, signedIn...)
 	e.POST("/conversations/:id/messages", s.postMessage, signedIn...)
-	// Chat with a model: the live panel, its event stream, stop, settings.
+	e.GET("/conversations/:id/events", s.conversationEvents, signedIn...)
+	e.GET("/conversations/:id/transcript", s.conversationTranscript, signedIn...)
+	// Chat with a model: the panel (refreshed on the conversation's
+	// events), stop, settings.
 	e.GET("/conversations/:id/chat", s.chatPanel, signedIn...)
-	e.GET("/conversations/:id/chat/events", s.chatEvents, signedIn...)
 	e.POST("/conversations/:id/chat/stop", s.stopChat, signedIn...)
 	e.POST("/conversations/:id/chat/settings", s.saveChatSettings, signedIn...)
 	e.GET("/notebooks", s.notebooksPage, signedIn...)
@@ -128,6 +135,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/notebooks/:id/cell-fields", s.cellFields, signedIn...)
 	e.POST("/notebooks/:id/cells", s.addCell, signedIn...)
 	e.GET("/notebooks/:id/cells", s.newCells, signedIn...)
+	e.GET("/notebooks/:id/events", s.notebookEvents, signedIn...)
 	e.GET("/proposals/:id/card", s.proposalCard, signedIn...)
 	e.POST("/proposals/:id/apply", s.applyProposal, signedIn...)
 	e.POST("/proposals/:id/reject", s.rejectProposal, signedIn...)

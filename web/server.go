@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/chat"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/feedback"
 	"github.com/gatehouse/gatehouse/internal/intent"
 	"github.com/gatehouse/gatehouse/internal/mcp"
@@ -85,6 +86,10 @@ type Server struct {
 	api     *apiSpec
 	echo    *echo.Echo
 	events  *hub
+	// bus announces changes to every instance's live pages after commit.
+	bus *events.Bus
+	// flushed closes when the bus has sent its last announcements.
+	flushed chan struct{}
 	// chat runs model turns (see web/chat.go).
 	chat *chat.Service
 	// bg ends when the server closes: background work and live streams stop.
@@ -163,11 +168,16 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 		s.receipts = s.receipts.WithSigner(receipts.NewSigner(cfg.ReceiptKey))
 	}
 	s.events = newHub()
+	s.bus = events.NewBus(pool, log)
+	s.flushed = make(chan struct{})
+	if s.props != nil {
+		s.props.SetAnnouncer(s.bus)
+	}
 	if s.props != nil && s.registry != nil {
 		s.gateway = s.newGateway(svc.Upstreams)
 	}
 	if s.props != nil {
-		s.chat = chat.NewService(cfg.Chat, pool, s.props, notifyAnnouncer{pool: pool, log: log}, log)
+		s.chat = chat.NewService(cfg.Chat, pool, s.props, s.bus, log)
 	}
 	s.echo = s.routes()
 	s.bg, s.stop = context.WithCancel(context.Background())
@@ -177,6 +187,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
 	go s.sequence(s.bg, cfg.SequenceEvery)
 	go s.listen(s.bg)
+	go func() { defer close(s.flushed); s.bus.Run(s.bg) }()
 	return s, nil
 }
 
@@ -191,6 +202,7 @@ func (s *Server) Close() {
 	}
 	<-s.stopped
 	<-s.chained
+	<-s.flushed
 }
 
 // sequence chains receipts every so often, so a receipt is chained well

@@ -20,7 +20,7 @@ func (s *Server) settingsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.SettingsView{AutoApproveHighRisk: st.AutoApproveHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
+	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: st.AutoApproveHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
 		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1",
 		RationaleMode: st.RationaleMode}
 	if st.RationaleWarnUntil != nil {
@@ -75,7 +75,7 @@ func (s *Server) saveSettings(c echo.Context) error {
 		}
 		errs = append(errs, err)
 	}
-	v := views.SettingsView{AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
+	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
 		RationaleMode: next.RationaleMode, RationaleWarnUntil: until, Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{}}
 	for _, e := range errs {
 		var ae *apperr.Error

@@ -134,7 +134,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		rep.baselines = append(rep.baselines, r)
 	}
 
-	b := &bench{base: srv.url, pprof: srv.pprof, agent: acct.agent, owner: acct.owner, pid: o.serverPID, out: out}
+	b := &bench{base: srv.url, pprof: srv.pprof, dbURL: acct.dbURL, agent: acct.agent, owner: acct.owner, pid: o.serverPID, out: out}
 	if err := b.phases(ctx, o, rep); err != nil {
 		return err
 	}

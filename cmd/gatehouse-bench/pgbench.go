@@ -150,9 +150,11 @@ func (b *baseline) run(ctx context.Context, n int, d time.Duration) (row, error)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
+	before := costNow(ctx, b.dbURL, 0)
 	if err := cmd.Run(); err != nil {
 		return r, fmt.Errorf("pgbench -c %d: %w\n%s%s", n, err, out.String(), errOut.String())
 	}
+	after := costNow(ctx, b.dbURL, 0)
 	m := tpsLine.FindStringSubmatch(out.String())
 	if m == nil {
 		return r, fmt.Errorf("pgbench -c %d printed no tps:\n%s", n, out.String())
@@ -163,6 +165,7 @@ func (b *baseline) run(ctx context.Context, n int, d time.Duration) (row, error)
 		return r, err
 	}
 	r.Calls, r.OK, r.Elapsed = len(lat), len(lat), time.Duration(secs)*time.Second
+	r.WALRecords, r.WALBytes, _, r.CostOK = perCall(before, after, r.Calls)
 	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	return r, nil
 }

@@ -20,6 +20,7 @@ import (
 // bench drives the server's REST API.
 type bench struct {
 	base, pprof  string
+	dbURL        string // the cluster, for the WAL counters
 	agent, owner string // tokens: the agent proposes, the owner sets modes and applies
 	pid          int
 	out          io.Writer
@@ -37,8 +38,12 @@ type row struct {
 	Rate             float64
 	P50, P99         time.Duration
 	RSSStart, RSSEnd int64 // the server's resident set, KiB; 0: not measured
-	Note             string
-	Errors           []string // a few distinct unexpected answers
+	// Per call: WAL records and bytes written by the cluster, and the
+	// server's CPU milliseconds (CostOK false: not measured).
+	WALRecords, WALBytes, CPUMs float64
+	CostOK                      bool
+	Note                        string
+	Errors                      []string // a few distinct unexpected answers
 }
 
 // target fills in the i-th call (from 1) of one client. It returns
@@ -52,6 +57,7 @@ type target func(client int, i uint64, t *vegeta.Target) error
 // keep-alive connection, as each pgbench client has its own session.
 func (b *bench) loop(ctx context.Context, name string, clients int, d time.Duration, want int, tf target) row {
 	r := row{Name: name, Clients: clients, Want: strconv.Itoa(want), RSSStart: rssKiB(b.pid)}
+	before := costNow(ctx, b.dbURL, b.pid)
 	var (
 		mu     sync.Mutex
 		lat    []time.Duration
@@ -98,6 +104,7 @@ func (b *bench) loop(ctx context.Context, name string, clients int, d time.Durat
 	r.Elapsed = time.Since(start)
 	r.RSSEnd = rssKiB(b.pid)
 	r.Calls = len(lat)
+	r.WALRecords, r.WALBytes, r.CPUMs, r.CostOK = perCall(before, costNow(context.WithoutCancel(ctx), b.dbURL, b.pid), r.Calls)
 	r.Rate = float64(r.Calls) / r.Elapsed.Seconds()
 	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	for e := range errors {

@@ -65,10 +65,17 @@ func (rep *report) cells(r row) []string {
 	if r.RSSStart > 0 && r.RSSEnd > 0 {
 		rss = fmt.Sprintf("%.0f → %.0f", mib(r.RSSStart), mib(r.RSSEnd))
 	}
-	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss}
+	wal, cpu := "-", "-"
+	if r.CostOK {
+		wal = fmt.Sprintf("%.1f / %.1f KiB", r.WALRecords, r.WALBytes/1024)
+		if r.Want != "-" {
+			cpu = fmt.Sprintf("%.2f ms", r.CPUMs)
+		}
+	}
+	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss, wal, cpu}
 }
 
-var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB"}
+var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB", "WAL records / bytes per call", "server CPU per call"}
 
 // headline is the sentence the README quotes: the first auto-apply phase.
 func (rep *report) headline() string {
@@ -261,6 +268,19 @@ after a short unmeasured warm-up; searches run first, while the records
 table holds little more than the 20 seeded records they look in. "server
 RSS" is the server's resident memory (VmRSS of /proc/<pid>/status) at the
 start and end of the phase; PostgreSQL's own memory is not included.
+
+"WAL records / bytes per call" and "server CPU per call" say how much work
+a call is, whatever the machine's load: the cluster's write-ahead log
+written during the phase (records from pg_stat_wal, bytes from the insert
+position; the receipt sequencer's and autovacuum's share included) and
+the server process's user + system CPU time, each divided by the calls.
+pgbench's INSERT writes about 3 records (its row, its commit). An
+auto-applied call writes about ten times that, by design: the proposal
+row, its transcript line, two audit rows, its receipt, the tool's own row,
+an index entry for each index on those tables, the row locks its foreign
+keys take, the commit, and later the sequencer's chaining of the receipt.
+That is the floor the throughput ratio measures against; where the time
+went beyond it, a profile (BENCH_PROFILE=1) shows.
 
 ## Running it
 

@@ -48,12 +48,7 @@ func openMigratedPool(ctx context.Context, url string, maxConns int32) (*pgxpool
 	if err := db.MigrateUp(url); err != nil {
 		return nil, err
 	}
-	pc, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("parse database URL: %w", err)
-	}
-	pc.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := db.NewPool(ctx, url, maxConns)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}

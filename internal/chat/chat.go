@@ -170,9 +170,6 @@ type Panel struct {
 	Tokens int64
 	// Turn is the latest turn (nil: none yet).
 	Turn *Turn
-	// LastMessageID is the transcript's last line (for the page to know
-	// whether its transcript is current).
-	LastMessageID int64
 }
 
 // Service starts, stops and runs turns. Each instance has one; its Run
@@ -386,9 +383,6 @@ func (s *Service) Panel(ctx context.Context, p auth.Principal, conversation uuid
 		return out, fmt.Errorf("chat: tokens: %w", err)
 	}
 	out.Tokens = used.PromptTokens + used.CompletionTokens
-	if out.LastMessageID, err = s.q.LastMessageID(ctx, conversation); err != nil {
-		return out, fmt.Errorf("chat: transcript: %w", err)
-	}
 	row, err := s.q.LatestTurn(ctx, conversation)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, nil

@@ -173,7 +173,7 @@ func MustURL(tb testing.TB) string {
 // MustPool returns a pool on a fresh database of this test's own.
 func MustPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), MustURL(tb))
+	pool, err := db.NewPool(context.Background(), MustURL(tb), 0)
 	if err != nil {
 		tb.Fatalf("dbtest: pool: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -133,22 +134,12 @@ func (s *Service) openPacket(ctx context.Context, q *db.Queries, p auth.Principa
 	if err != nil {
 		return db.Approval{}, fmt.Errorf("proposals: open approval packet: %w", err)
 	}
-	return a, notifyApprovals(ctx, q, p.WorkspaceID)
+	return a, nil
 }
 
-// ApprovalsChannel is the payload suffix of approval events: live queues
-// listen for "<workspace id>:approvals".
-const ApprovalsChannel = "approvals"
-
-// notifyApprovals tells every instance's open queues (and the scopes'
-// pages) that the workspace's packets changed; PostgreSQL delivers it when
-// the transaction commits, and not at all if it rolls back.
-func notifyApprovals(ctx context.Context, q *db.Queries, ws uuid.UUID) error {
-	if err := q.Notify(ctx, ws.String()+":"+ApprovalsChannel); err != nil {
-		return fmt.Errorf("proposals: notify: %w", err)
-	}
-	return nil
-}
+// ApprovalsChannel is the topic of approval events: live queues follow
+// "<workspace id>:approvals".
+const ApprovalsChannel = events.TopicApprovals
 
 // canResolve says whether p may resolve packets that wait for role, from
 // the roles the request authenticated with (see auth.Principal.MayResolve).
@@ -321,12 +312,10 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 			"proposal_id": prop.ID, "constraints": constraints, "approvers": len(approvers)}); err != nil {
 			return Approval{}, Proposal{}, err
 		}
-		if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
-			return Approval{}, Proposal{}, err
-		}
 		if err := tx.Commit(ctx); err != nil {
 			return Approval{}, Proposal{}, fmt.Errorf("proposals: commit vote: %w", err)
 		}
+		s.announce(prop, true)
 		out := approvalFrom(a)
 		out.Voters = voters
 		return out, fromRow(prop), nil
@@ -355,9 +344,6 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		"proposal_id": prop.ID, "constraints": attached, "voters": voters}); err != nil {
 		return Approval{}, Proposal{}, err
 	}
-	if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
-		return Approval{}, Proposal{}, err
-	}
 	out := approvalFrom(resolved)
 	out.Voters = voters
 	claimed, err := s.claim(ctx, tx, q, p, ec, policy.PathApproval)
@@ -381,9 +367,12 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		if err := tx.Commit(ctx); err != nil {
 			return Approval{}, Proposal{}, fmt.Errorf("proposals: commit approval: %w", err)
 		}
+		s.announce(row, true)
 		return out, fromRow(row), nil
 	}
 	ran, err := s.run(ctx, tx, q, p, claimed, ec.tool, ec.args, ec.d.ws, PathApproval, allConstraints(ec.d, ec.stored))
+	// run announced the call's changes; the packet was resolved with its claim.
+	s.announceApprovals(p.WorkspaceID)
 	return out, ran, err
 }
 
@@ -447,12 +436,10 @@ func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.
 	if err := s.rejected(ctx, q, p, row, reason); err != nil {
 		return Approval{}, Proposal{}, err
 	}
-	if err := notifyApprovals(ctx, q, p.WorkspaceID); err != nil {
-		return Approval{}, Proposal{}, err
-	}
 	if err := tx.Commit(ctx); err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: commit rejection: %w", err)
 	}
+	s.announce(row, true)
 	return approvalFrom(resolved), fromRow(row), nil
 }
 
@@ -546,7 +533,7 @@ func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
 		return nil, fmt.Errorf("proposals: expire approvals: %w", err)
 	}
 	ids := make([]uuid.UUID, len(rows))
-	notified := map[uuid.UUID]bool{}
+	changed := make([]db.Proposal, 0, len(rows))
 	for i, r := range rows {
 		ids[i] = r.ApprovalID
 		system := auth.Principal{WorkspaceID: r.WorkspaceID}
@@ -566,15 +553,13 @@ func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
 		if err := s.judge(ctx, q, system, prop, trust.LabelHeld, rid); err != nil {
 			return nil, err
 		}
-		if !notified[r.WorkspaceID] {
-			notified[r.WorkspaceID] = true
-			if err := notifyApprovals(ctx, q, r.WorkspaceID); err != nil {
-				return nil, err
-			}
-		}
+		changed = append(changed, prop)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("proposals: commit expiry: %w", err)
+	}
+	for _, prop := range changed {
+		s.announce(prop, true)
 	}
 	return ids, nil
 }
@@ -588,16 +573,18 @@ func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
 // it; it returns how many pairs it settled.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	n := 0
-	notified := map[uuid.UUID]bool{}
-	settle := func(ws uuid.UUID, subjectType, subject, how string, data map[string]any) error {
+	// Each settlement commits on its own (no transaction is open here); the
+	// pages showing the call and its packet are told after it.
+	settle := func(ws uuid.UUID, subjectType, subject, how string, data map[string]any, proposalID uuid.UUID) error {
 		n++
 		data["settled"] = how
 		if err := audit.Record(ctx, s.q, auth.Principal{}, ws, "approval.reconciled", subjectType, subject, data); err != nil {
 			return err
 		}
-		if !notified[ws] {
-			notified[ws] = true
-			return notifyApprovals(ctx, s.q, ws)
+		if prop, err := s.q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: proposalID, WorkspaceID: ws}); err == nil {
+			s.announce(prop, true)
+		} else {
+			s.announceApprovals(ws)
 		}
 		return nil
 	}
@@ -606,7 +593,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		return n, fmt.Errorf("proposals: reconcile approved packets: %w", err)
 	}
 	for _, r := range approved {
-		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), "failed: approved but never started", map[string]any{"approval_id": r.ApprovalID}); err != nil {
+		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), "failed: approved but never started", map[string]any{"approval_id": r.ApprovalID}, r.ID); err != nil {
 			return n, err
 		}
 		prop, err := s.q.GetProposalInWorkspace(ctx, db.GetProposalInWorkspaceParams{ID: r.ID, WorkspaceID: r.WorkspaceID})
@@ -622,7 +609,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		return n, fmt.Errorf("proposals: reconcile closed packets: %w", err)
 	}
 	for _, r := range closed {
-		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), r.ApprovalStatus+" like its packet", map[string]any{"approval_id": r.ApprovalID}); err != nil {
+		if err := settle(r.WorkspaceID, "proposal", r.ID.String(), r.ApprovalStatus+" like its packet", map[string]any{"approval_id": r.ApprovalID}, r.ID); err != nil {
 			return n, err
 		}
 	}
@@ -631,7 +618,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		return n, fmt.Errorf("proposals: reconcile orphaned packets: %w", err)
 	}
 	for _, r := range orphans {
-		if err := settle(r.WorkspaceID, "approval", r.ID.String(), "packet follows its call, which is "+r.ProposalStatus, map[string]any{"proposal_id": r.ProposalID}); err != nil {
+		if err := settle(r.WorkspaceID, "approval", r.ID.String(), "packet follows its call, which is "+r.ProposalStatus, map[string]any{"proposal_id": r.ProposalID}, r.ProposalID); err != nil {
 			return n, err
 		}
 	}
@@ -750,7 +737,11 @@ func (s *Service) Settle(ctx context.Context, p auth.Principal, id uuid.UUID, ra
 	if _, err := s.record(ctx, q, p, kind, outcomeSettled, row, note); err != nil {
 		return Proposal{}, err
 	}
-	return fromRow(row), tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit settlement: %w", err)
+	}
+	s.announce(row, false)
+	return fromRow(row), nil
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -28,7 +28,11 @@ import (
 // counted against rate limits).
 func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Principal, params db.InsertProposalParams,
 	tool *tools.Tool, args json.RawMessage, d decision, created map[string]any, idem *Idem) (Proposal, error) {
-	id := uuid.New()
+	// Time-ordered (UUIDv7), like the database's default for proposals.
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: id: %w", err)
+	}
 	dry := policy.DryRun(d.constraints)
 	var result []byte
 	failure := ""
@@ -55,22 +59,44 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 		}
 		result = redact(b, params.Constraints)
 	}
-	row, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, dry, created)
+	if ct, ok := tx.(*callTx); ok && !idem.links() {
+		// The record is the transaction's last statement: it travels with
+		// the COMMIT, in one round trip.
+		out, err := s.recordAuto(ctx, db.New(ct.committing()), p, id, params, tool, result, failure, dry, created)
+		if err != nil {
+			return Proposal{}, err
+		}
+		out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+		s.announce(announced(params), false)
+		return out, nil
+	}
+	out, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, dry, created)
 	if err != nil {
 		return Proposal{}, err
 	}
-	if err := idem.link(ctx, q, row.ID); err != nil {
+	if err := idem.link(ctx, q, out.ID); err != nil {
 		return Proposal{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
 	}
-	return fromRow(row), nil
+	// The decision taken in this transaction is the one just stored (and
+	// its effect-time decision): no need to decode what was encoded.
+	out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+	s.announce(announced(params), false)
+	return out, nil
 }
 
-// recordAuto writes an automatic call's record in one statement.
+// announced is what the announcement of a recorded call needs to know.
+func announced(params db.InsertProposalParams) db.Proposal {
+	return db.Proposal{WorkspaceID: params.WorkspaceID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
+		OwnerID: params.OwnerID, ProposedByUserID: params.ProposedByUserID}
+}
+
+// recordAuto writes an automatic call's record in one statement and
+// returns the call as recorded (its decisions are the caller's to set).
 func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principal, id uuid.UUID, params db.InsertProposalParams,
-	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (db.Proposal, error) {
+	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (Proposal, error) {
 	status, action := StatusApplied, "proposal.applied"
 	finished := map[string]any{"path": PathAuto, "tool": tool.Name}
 	if failure != "" {
@@ -82,11 +108,11 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 	}
 	createdJSON, err := json.Marshal(created)
 	if err != nil {
-		return db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
+		return Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
 	}
 	finishedJSON, err := json.Marshal(finished)
 	if err != nil {
-		return db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
+		return Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
 	}
 	// The receipt names the call as it is recorded.
 	shape := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, Tool: params.Tool, ActionClass: params.ActionClass,
@@ -95,9 +121,9 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 	// The content hash is the sequencer's to compute, in its batch.
 	rc, err := receipts.PrepareUnhashed(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(PathAuto), shape, failure), now)
 	if err != nil {
-		return db.Proposal{}, err
+		return Proposal{}, err
 	}
-	r, err := q.RecordAutoCall(ctx, db.RecordAutoCallParams{
+	createdAt, err := q.RecordAutoCall(ctx, db.RecordAutoCallParams{
 		ID: id, WorkspaceID: params.WorkspaceID, OwnerID: params.OwnerID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
 		ProposedByTokenID: params.ProposedByTokenID, ProposedByKind: params.ProposedByKind, Tool: params.Tool, Effect: params.Effect,
 		Arguments: params.Arguments, Rationale: params.Rationale, PermissionMode: params.PermissionMode, TrustLevel: params.TrustLevel,
@@ -109,7 +135,15 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 		ReceiptID: rc.ID, ReceiptContent: rc.Content, ReceiptHash: rc.ContentHash, ReceiptMetadata: rc.Metadata,
 	})
 	if err != nil {
-		return db.Proposal{}, fmt.Errorf("proposals: record call: %w", err)
+		return Proposal{}, fmt.Errorf("proposals: record call: %w", err)
 	}
-	return db.Proposal(r), nil
+	// What the statement stored, as fromRow would read it back: claimed
+	// and resolved at the transaction's time, like created_at.
+	row := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
+		Tool: params.Tool, Effect: params.Effect, Arguments: params.Arguments, Rationale: params.Rationale,
+		PermissionMode: params.PermissionMode, TrustLevel: params.TrustLevel, Disposition: params.Disposition,
+		Authority: params.Authority, Risk: params.Risk, ActionClass: params.ActionClass, DryRun: dry, Status: status, Result: result,
+		Error: pgtype.Text{String: failure, Valid: failure != ""}, ApplyPath: pgtype.Text{String: PathAuto, Valid: true},
+		ProposedByKind: params.ProposedByKind, CreatedAt: createdAt, ClaimedAt: &createdAt, ResolvedAt: &createdAt}
+	return fromRow(row), nil
 }

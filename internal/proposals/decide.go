@@ -57,6 +57,23 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 	if err != nil {
 		return decision{}, err
 	}
+	return s.decideOn(rc, p, scope, tool, args)
+}
+
+// beginDeciding starts a call's transaction and reads what its decision
+// needs in the same round trip (see beginning). The transaction is
+// returned even with an error, when it began: the caller rolls it back.
+func (s *Service) beginDeciding(ctx context.Context, p auth.Principal, scope Scope, tool *tools.Tool) (*callTx, decisionRows, error) {
+	tx, b, err := s.beginCall(ctx)
+	if err != nil {
+		return nil, decisionRows{}, fmt.Errorf("proposals: begin: %w", err)
+	}
+	rc, err := s.readForDecision(ctx, db.New(b), p, scope, tool)
+	return tx, rc, err
+}
+
+// decideOn classifies the call and runs every layer on the rows read.
+func (s *Service) decideOn(rc decisionRows, p auth.Principal, scope Scope, tool *tools.Tool, args json.RawMessage) (decision, error) {
 	ws := rc.ws
 	var argMap map[string]any
 	if err := json.Unmarshal(args, &argMap); err != nil {

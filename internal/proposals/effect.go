@@ -125,6 +125,7 @@ func (s *Service) refuseAtEffect(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit refusal: %w", err)
 	}
+	s.announce(row, path == policy.PathApproval)
 	return Proposal{}, why
 }
 
@@ -185,6 +186,7 @@ func (s *Service) escalate(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit escalation: %w", err)
 	}
+	s.announce(row, true)
 	out := fromRow(row)
 	out.Packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
 	return out, nil
@@ -245,11 +247,13 @@ func (s *Service) run(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Prin
 		if err := tx.Commit(ctx); err != nil {
 			return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
 		}
+		s.announce(row, false)
 		return fromRow(row), nil
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit claim: %w", err)
 	}
+	s.announce(claimed, false) // applying: the card says so while it runs
 	return s.deliver(ctx, p, claimed, tool, args, ws, path)
 }
 
@@ -346,6 +350,7 @@ func (s *Service) deliver(ctx context.Context, p auth.Principal, claimed db.Prop
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
 	}
+	s.announce(row, false)
 	return fromRow(row), nil
 }
 

@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 	"github.com/google/uuid"
-	"github.com/gowebpki/jcs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -91,7 +91,7 @@ func RequestHash(request any) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proposals: encode request: %w", err)
 	}
-	canonical, err := jcs.Transform(b)
+	canonical, err := canonjson.Transform(b)
 	if err != nil {
 		return nil, fmt.Errorf("proposals: canonical request: %w", err)
 	}
@@ -192,6 +192,9 @@ func (s *Service) BeginIdempotent(ctx context.Context, p auth.Principal, scope S
 // link ties the held key to the proposal, in the proposal's transaction. A
 // key taken over by a retry (this request outlived its lease) refuses, so
 // the call is recorded by one of them only.
+// links reports whether link writes anything (a key this request holds).
+func (i *Idem) links() bool { return i != nil && i.owned }
+
 func (i *Idem) link(ctx context.Context, q *db.Queries, proposalID uuid.UUID) error {
 	if i == nil || !i.owned {
 		return nil

@@ -24,6 +24,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -155,6 +156,9 @@ type Service struct {
 	idemWait  time.Duration
 	idemLease time.Duration
 	env       string
+	// announcer tells live pages what changed, after each commit (nil:
+	// nobody is told, as in tests that need no live pages).
+	announcer events.Announcer
 }
 
 // NewService returns the service.
@@ -169,6 +173,42 @@ func (s *Service) SetIdempotencyWait(d time.Duration) { s.idemWait = d }
 // SetIdempotencyLease sets how long a key whose request died in flight keeps
 // answering 409 before a retry gets the proposal's real state.
 func (s *Service) SetIdempotencyLease(d time.Duration) { s.idemLease = d }
+
+// SetAnnouncer sets what the service tells about changes after they
+// commit: the events bus that live pages follow.
+func (s *Service) SetAnnouncer(a events.Announcer) { s.announcer = a }
+
+// announce tells the pages that show a proposal that it changed, after
+// its transaction committed: its conversation or notebook, what waits for
+// its owner (and for its proposer, whose agents' outcomes it is), and, for
+// a call with an approval packet, the approvals queues.
+func (s *Service) announce(row db.Proposal, packet bool) {
+	if s.announcer == nil {
+		return
+	}
+	ws := row.WorkspaceID
+	switch {
+	case row.ConversationID.Valid:
+		s.announcer.Announce(ws, events.Conversation(row.ConversationID.UUID))
+	case row.NotebookID.Valid:
+		s.announcer.Announce(ws, events.Notebook(row.NotebookID.UUID))
+	}
+	s.announcer.Announce(ws, events.User(row.OwnerID))
+	if row.ProposedByUserID != row.OwnerID && row.ProposedByUserID != uuid.Nil {
+		s.announcer.Announce(ws, events.User(row.ProposedByUserID))
+	}
+	if packet {
+		s.announceApprovals(ws)
+	}
+}
+
+// announceApprovals tells the workspace's queues (and approvers' homes)
+// that its packets changed.
+func (s *Service) announceApprovals(ws uuid.UUID) {
+	if s.announcer != nil {
+		s.announcer.Announce(ws, events.TopicApprovals)
+	}
+}
 
 // SetEnvironment names the deployment ("production", "staging") for the
 // staging_only constraint.
@@ -239,13 +279,17 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, missingIdempotencyKey(tool)
 	}
 
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
+	// The transaction begins in the round trip that reads the rows the
+	// decision is taken on.
+	tx, rows, err := s.beginDeciding(ctx, p, scope, tool)
+	if tx != nil {
+		defer tx.Rollback(ctx)
 	}
-	defer tx.Rollback(ctx)
+	var d decision
+	if err == nil {
+		d, err = s.decideOn(rows, p, scope, tool, args)
+	}
 	q := s.q.WithTx(tx)
-	d, err := s.decide(ctx, q, p, scope, tool, args)
 	if err != nil && short {
 		return Proposal{}, apperr.Invalid("Invalid fields: rationale.", rationaleErr)
 	}
@@ -418,6 +462,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
 	}
+	s.announce(row, packet != nil)
 	if d.State == policy.StateHumanOnly {
 		// The prepared action waits for the principal, who performs it
 		// themselves and records that they did (Perform); the agent is told
@@ -498,13 +543,14 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 // when it now needs an approver, or refuses it with the new decision. See
 // effect.go.
 func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path policy.Path) (Proposal, error) {
-	tx, err := s.pool.Begin(ctx)
+	tx, begin, err := s.beginCall(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
+	// BEGIN travels with the read that locks the proposal.
+	cur, err := db.New(begin).GetProposalForUpdate(ctx, db.GetProposalForUpdateParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 	q := s.q.WithTx(tx)
-	cur, err := q.GetProposalForUpdate(ctx, db.GetProposalForUpdateParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Proposal{}, ErrNotFound
 	}
@@ -602,7 +648,11 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 	if err := s.rejected(ctx, q, p, row, reason); err != nil {
 		return Proposal{}, err
 	}
-	return fromRow(row), tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit rejection: %w", err)
+	}
+	s.announce(row, false)
+	return fromRow(row), nil
 }
 
 // Get returns one of the caller's proposals (the agent reads the outcome and

@@ -87,7 +87,7 @@ func chainBatch(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, now time.
 	default:
 		head, prev = h.Seq, h.Hash
 	}
-	rows, err := q.LockUnchainedReceipts(ctx, db.LockUnchainedReceiptsParams{WorkspaceID: ws, Limit: BatchSize})
+	rows, err := q.ListUnchainedReceipts(ctx, db.ListUnchainedReceiptsParams{WorkspaceID: ws, Limit: BatchSize})
 	if err != nil {
 		return 0, fmt.Errorf("receipts: sequence %s: select: %w", ws, err)
 	}

@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 	"github.com/google/uuid"
-	"github.com/gowebpki/jcs"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/gatehouse/gatehouse/db"
@@ -171,7 +171,7 @@ func declarationsHash(tools []*Tool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tools: encode declarations: %w", err)
 	}
-	canonical, err := jcs.Transform(b)
+	canonical, err := canonjson.Transform(b)
 	if err != nil {
 		return "", fmt.Errorf("tools: canonical declarations: %w", err)
 	}

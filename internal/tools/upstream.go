@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 	"github.com/google/uuid"
-	"github.com/gowebpki/jcs"
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/policy"
@@ -66,7 +66,7 @@ func (u UpstreamTool) Definition() (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tools: encode %s: %w", u.DeclaredName(), err)
 	}
-	out, err := jcs.Transform(b)
+	out, err := canonjson.Transform(b)
 	if err != nil {
 		return nil, fmt.Errorf("tools: canonical %s: %w", u.DeclaredName(), err)
 	}

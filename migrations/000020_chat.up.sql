@@ -60,21 +60,6 @@ CREATE TABLE chat_tool_calls (
 
 CREATE INDEX chat_tool_calls_proposal_idx ON chat_tool_calls (proposal_id) WHERE proposal_id IS NOT NULL;
 
--- A model's call that is resolved (approved, rejected, expired…) wakes the
--- runners and the conversation's page on every instance. Only calls made
--- by a chat turn notify: other proposals pay one index probe.
-CREATE FUNCTION chat_call_resolved() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM chat_tool_calls WHERE proposal_id = NEW.id) THEN
-        PERFORM pg_notify('gatehouse_events', NEW.workspace_id::text || ':conversation.' || NEW.conversation_id::text);
-    END IF;
-    RETURN NULL;
-END $$;
-
-CREATE TRIGGER chat_call_resolved AFTER UPDATE OF status ON proposals
-    FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status AND NEW.conversation_id IS NOT NULL)
-    EXECUTE FUNCTION chat_call_resolved();
-
 -- Notices: what happened in a turn that is neither the user's nor the
 -- model's words (a model error, a stop, a budget used up).
 ALTER TABLE messages

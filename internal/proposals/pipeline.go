@@ -1,0 +1,168 @@
+package proposals
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// beginning is a db.DBTX for exactly one QueryRow: the query travels in
+// one round trip with the BEGIN of the transaction it starts (pgx's
+// Batch.BeginTx); the callTx holds that transaction afterwards. A call's
+// decision reads its rows this way: the transaction costs no round trip of
+// its own.
+type beginning struct {
+	send func(context.Context, *pgx.Batch) pgx.BatchResults
+	sent bool
+}
+
+var errBeginningOneQuery = errors.New("proposals: a beginning transaction carries exactly one QueryRow")
+
+func (b *beginning) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if b.sent {
+		return errRow{errBeginningOneQuery}
+	}
+	b.sent = true
+	batch := &pgx.Batch{}
+	batch.BeginTx(pgx.TxOptions{})
+	batch.Queue(sql, args...)
+	return &beginRow{br: b.send(ctx, batch)}
+}
+
+func (b *beginning) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errBeginningOneQuery
+}
+
+func (b *beginning) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errBeginningOneQuery
+}
+
+// beginRow reads the BEGIN's result, then the query's row, and closes the
+// batch (the transaction stays open on its connection).
+type beginRow struct{ br pgx.BatchResults }
+
+func (r *beginRow) Scan(dest ...any) error {
+	if _, err := r.br.Exec(); err != nil {
+		r.br.Close()
+		return err
+	}
+	err := r.br.QueryRow().Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// callTx is a call's transaction on one pooled connection, begun with the
+// call's first query (beginning) and able to send COMMIT with its last
+// one (committing). It is pgx's own transaction underneath; what it adds
+// is owning the connection, so that a COMMIT sent in a batch can end the
+// transaction without another round trip.
+type callTx struct {
+	pgx.Tx
+	conn *pgxpool.Conn
+	done bool
+}
+
+// beginCall starts a call's transaction with its first query, which the
+// returned beginning carries (see beginDeciding).
+func (s *Service) beginCall(ctx context.Context) (*callTx, *beginning, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := &callTx{conn: conn}
+	return t, &beginning{send: func(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+		br := conn.SendBatch(ctx, b)
+		t.Tx = br.Tx()
+		return br
+	}}, nil
+}
+
+func (t *callTx) Commit(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	err := t.Tx.Commit(ctx)
+	t.release()
+	return err
+}
+
+func (t *callTx) Rollback(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	var err error
+	if t.Tx != nil {
+		err = t.Tx.Rollback(ctx)
+	}
+	t.release()
+	return err
+}
+
+func (t *callTx) release() {
+	if !t.done {
+		t.done = true
+		t.conn.Release() // a connection left in a transaction is destroyed, not reused
+	}
+}
+
+// committing is a db.DBTX for the transaction's last statement: its one
+// QueryRow travels with COMMIT in one round trip. When the statement
+// fails the server skips the COMMIT and the transaction stays open (and
+// aborted) for the caller's Rollback.
+func (t *callTx) committing() *committer { return &committer{t: t} }
+
+type committer struct{ t *callTx }
+
+func (c *committer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if c.t.done {
+		return errRow{pgx.ErrTxClosed}
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue("commit")
+	return &commitRow{t: c.t, br: c.t.conn.SendBatch(ctx, b)}
+}
+
+func (c *committer) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errCommitterOneQuery
+}
+
+func (c *committer) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errCommitterOneQuery
+}
+
+var errCommitterOneQuery = errors.New("proposals: a committing transaction carries exactly one QueryRow")
+
+type commitRow struct {
+	t  *callTx
+	br pgx.BatchResults
+}
+
+func (r *commitRow) Scan(dest ...any) error {
+	err := r.br.QueryRow().Scan(dest...)
+	if err == nil {
+		var tag pgconn.CommandTag
+		tag, err = r.br.Exec()
+		if err == nil && tag.String() == "ROLLBACK" {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	if r.t.conn.Conn().PgConn().TxStatus() == 'I' {
+		// Committed (or, after a commit that rolled back, ended): the
+		// transaction is over and its connection goes back to the pool.
+		r.t.release()
+	}
+	return err
+}
