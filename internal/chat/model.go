@@ -162,11 +162,15 @@ func (s *Service) complete(ctx context.Context, model string, msgs []Message, ts
 	if msg.Refusal != "" && out.Content == "" {
 		out.Content = msg.Refusal
 	}
+	seen := map[string]bool{}
 	for i, c := range msg.ToolCalls {
 		id := c.ID
-		if id == "" {
-			id = fmt.Sprintf("call_%d", i) // some local servers send none
+		if id == "" || len(id) > 200 || seen[id] {
+			// Some local servers send none, or the same for every call:
+			// each call needs its own to be answered.
+			id = fmt.Sprintf("call_%d_%d", len(out.ToolCalls), i)
 		}
+		seen[id] = true
 		out.ToolCalls = append(out.ToolCalls, ToolCall{ID: id, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	return out, nil

@@ -171,7 +171,9 @@ type run struct {
 }
 
 func (s *Service) drive(ctx context.Context, cancel context.CancelFunc, id uuid.UUID) {
-	go s.heartbeat(ctx, cancel, id)
+	beat := make(chan struct{})
+	go func() { defer close(beat); s.heartbeat(ctx, cancel, id) }()
+	defer func() { cancel(); <-beat }() // no renewal outlives the run
 	err := s.step(ctx, id)
 	switch {
 	case err == nil, errors.Is(err, errLost):
@@ -208,7 +210,9 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, id u
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			n, err := s.q.RenewLease(ctx, db.RenewLeaseParams{ID: id, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
+			// Not cancelled half-way: a renewal that committed after the
+			// run ended would keep the turn from the instance taking over.
+			n, err := s.q.RenewLease(context.WithoutCancel(ctx), db.RenewLeaseParams{ID: id, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
 			if err == nil && n == 0 {
 				cancel()
 				return
@@ -371,7 +375,8 @@ func (r *run) ask(ctx context.Context) (reply, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	flush := func(t string) {
-		n, err := s.q.SetStreaming(ctx, db.SetStreamingParams{ID: r.row.ID, Streaming: t, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
+		// Not cancelled half-way (see heartbeat).
+		n, err := s.q.SetStreaming(context.WithoutCancel(ctx), db.SetStreamingParams{ID: r.row.ID, Streaming: t, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
 		if err == nil && n == 0 {
 			lost = true
 			cancel()
