@@ -622,3 +622,39 @@ func TestTurn_RevokedModelAgentStopsTheTurn(t *testing.T) {
 		t.Fatalf("turn = %+v", turn)
 	}
 }
+
+func TestTurn_EndpointErrorsAreReadableAndNeverShowTheKey(t *testing.T) {
+	t.Run("401 that echoes the key", func(t *testing.T) {
+		f := newFixture(t, chattest.Response{Status: http.StatusUnauthorized, ErrorMessage: "Incorrect API key provided: " + apiKey})
+		turn := f.start(t, f.instance(t), "Hello")
+		wantState(t, turn, chat.StateFailed)
+		if !strings.Contains(turn.Error, "401 Unauthorized") || strings.Contains(turn.Error, apiKey) || !strings.Contains(turn.Error, "[redacted]") {
+			t.Fatalf("error = %q", turn.Error)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		hold := make(chan struct{})
+		defer close(hold)
+		f := newFixture(t, chattest.Response{Hold: hold})
+		s := chat.NewService(chat.Config{BaseURL: f.model.URL, APIKey: apiKey, Model: "fake-model", RequestTimeout: 300 * time.Millisecond},
+			f.pool, f.props, nil, slog.New(slog.DiscardHandler))
+		t.Cleanup(s.Close)
+		turn := f.start(t, s, "Hello")
+		wantState(t, turn, chat.StateFailed)
+		msgs := f.transcript(t)
+		if last := msgs[len(msgs)-1]; last.Role != "notice" || !strings.Contains(last.Content, "did not finish answering") {
+			t.Fatalf("last line = %+v", last)
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		f := newFixture(t)
+		s := chat.NewService(chat.Config{BaseURL: "http://127.0.0.1:1/v1", APIKey: apiKey, Model: "fake-model"},
+			f.pool, f.props, nil, slog.New(slog.DiscardHandler))
+		t.Cleanup(s.Close)
+		turn := f.start(t, s, "Hello")
+		wantState(t, turn, chat.StateFailed)
+		if !strings.Contains(turn.Error, "could not be reached") || strings.Contains(turn.Error, apiKey) {
+			t.Fatalf("error = %q", turn.Error)
+		}
+	})
+}
