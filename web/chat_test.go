@@ -187,3 +187,35 @@ func regexpFind(t *testing.T, s, pattern string) string {
 	}
 	return m[1]
 }
+
+// A card approved on another instance resumes the turn; one instance
+// asks the model, once.
+func TestChatAPI_ApprovalOnAnotherInstanceResumesTheTurnOnce(t *testing.T) {
+	model := chattest.New(t,
+		chattest.Response{Calls: []chattest.Call{{ID: "call_1", Name: "records_put",
+			Arguments: `{"collection":"notes","key":"k","value":{"a":1},"rationale":"The user asked me to save this note."}`}}},
+		chattest.Response{Text: []string{"Saved."}},
+	)
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := dbtest.MustPool(t)
+	cfg := web.Config{CookieSecure: true, Chat: chat.Config{BaseURL: model.URL, Model: "fake-model", SweepEvery: 200 * time.Millisecond}}
+	a := newEnvConfig(t, pool, registry, cfg)
+	b := newEnvConfig(t, pool, registry, cfg)
+	a.user("owner@example.com", auth.RoleMember)
+	tok := a.token("owner@example.com", auth.TokenUser)
+	_, conv := a.api(http.MethodPost, "/api/v1/conversations", tok, map[string]any{"title": "chat"})
+	_, started := a.api(http.MethodPost, "/api/v1/conversations/"+conv["id"].(string)+"/messages", tok, map[string]any{"role": "user", "content": "Save a note"})
+	turnURL := started["turn_url"].(string)
+	turn := waitTurn(t, a, tok, turnURL, "waiting")
+	proposal := turn["calls"].([]any)[0].(map[string]any)["proposal_id"].(string)
+	if resp, body := b.api(http.MethodPost, "/api/v1/proposals/"+proposal+"/apply", tok, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("apply on b: %d %v", resp.StatusCode, body)
+	}
+	waitTurn(t, b, tok, turnURL, "done")
+	if n := len(model.Requests()); n != 2 {
+		t.Fatalf("the model was asked %d times, want 2", n)
+	}
+}

@@ -17,18 +17,14 @@ import (
 	"github.com/gatehouse/gatehouse/internal/proposals"
 )
 
-// eventsChannel is where changes are announced (NOTIFY), payload
-// "<workspace>:<topic>"; a conversation's topic wakes the runners.
-const eventsChannel = "gatehouse_events"
-
-// Run resumes turns until ctx ends: at once, whenever a conversation's
-// event arrives (a call resolved on any instance), and every SweepEvery.
-// Every instance runs it; the lease lets exactly one resume a turn.
+// Run resumes turns until ctx ends: at once, whenever Wake is called (the
+// server calls it on each conversation event from any instance: a call
+// resolved), and every SweepEvery. Every instance runs it; the lease lets
+// exactly one resume a turn.
 func (s *Service) Run(ctx context.Context) {
 	if !s.cfg.Enabled() {
 		return
 	}
-	go s.listen(ctx)
 	tick := time.NewTicker(s.cfg.SweepEvery)
 	defer tick.Stop()
 	for {
@@ -49,43 +45,6 @@ func (s *Service) Wake() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
-	}
-}
-
-// listen wakes Run on conversation events from every instance.
-func (s *Service) listen(ctx context.Context) {
-	for ctx.Err() == nil && s.ctx.Err() == nil {
-		err := s.listenOnce(ctx)
-		if ctx.Err() != nil || s.ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("chat: listening for events", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-func (s *Service) listenOnce(ctx context.Context) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
-		return err
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+eventsChannel)
-	for {
-		n, err := conn.Conn().WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if _, topic, ok := strings.Cut(n.Payload, ":"); ok && strings.HasPrefix(topic, "conversation.") {
-			s.Wake()
-		}
 	}
 }
 
