@@ -73,6 +73,44 @@ type AuditEvent struct {
 	RetentionUntil time.Time
 }
 
+type ChatSetting struct {
+	ConversationID uuid.UUID
+	Model          pgtype.Text
+	TokenBudget    pgtype.Int8
+	UpdatedAt      time.Time
+}
+
+type ChatToolCall struct {
+	TurnID     uuid.UUID
+	ToolCallID string
+	Seq        int32
+	Tool       string
+	ProposalID uuid.NullUUID
+	Outcome    []byte
+	CreatedAt  time.Time
+}
+
+type ChatTurn struct {
+	ID               uuid.UUID
+	WorkspaceID      uuid.UUID
+	ConversationID   uuid.UUID
+	OwnerID          uuid.UUID
+	AgentTokenID     uuid.NullUUID
+	Model            string
+	State            string
+	Messages         json.RawMessage
+	Streaming        string
+	ModelRequests    int32
+	PromptTokens     int64
+	CompletionTokens int64
+	Error            pgtype.Text
+	LeaseOwner       pgtype.Text
+	LeaseUntil       *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       *time.Time
+}
+
 type Conversation struct {
 	ID             uuid.UUID
 	WorkspaceID    uuid.UUID

@@ -141,6 +141,9 @@ func (s *Server) apiPostMessage(c echo.Context) error {
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
+	if handled, err := s.apiStartTurn(c, id, in.Role, in.Content); handled {
+		return err // the owner's message starts a model turn (web/chat.go)
+	}
 	m, err := s.convs.PostMessage(c.Request().Context(), principal(c), id, in.Role, in.Content)
 	if err != nil {
 		return err

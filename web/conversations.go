@@ -57,6 +57,9 @@ func (s *Server) conversationPage(c echo.Context) error {
 		}
 	}
 	v.Lines = lines
+	if v.Chat, err = s.chatView(c, id); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.ConversationPage(s.shell(c, conv.Title, "conversations"), v))
 }
 
@@ -87,6 +90,9 @@ func (s *Server) postMessage(c echo.Context) error {
 		return err
 	}
 	content := c.FormValue("content")
+	if handled, err := s.startTurnFromPage(c, id, content); handled {
+		return err // the owner's message starts a model turn (web/chat.go)
+	}
 	_, err = s.convs.PostMessage(c.Request().Context(), principal(c), id, "user", content)
 	if apperr.Code(err) == apperr.EINVALID {
 		return render(c, http.StatusUnprocessableEntity, views.Composer(id.String(), content, apperr.Message(err)))

@@ -137,6 +137,9 @@ func (s *Server) listenOnce(ctx context.Context) error {
 		if ws, err := uuid.Parse(wsID); ok && err == nil {
 			s.events.publish(ws, topic)
 		}
+		if s.chat != nil && strings.HasPrefix(topic, events.TopicConversationPrefix) {
+			s.chat.Wake() // a call resolved, on any instance: resume what waits (web/chat.go)
+		}
 	}
 }
 

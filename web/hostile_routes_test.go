@@ -104,6 +104,9 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/conversations", "title=%s", true, ""},
 		{"POST", "/conversations/" + conv["id"].(string) + "/mode", "permission_mode=%s", true, ""},
 		{"POST", "/conversations/" + conv["id"].(string) + "/messages", "content=%s", true, ""},
+		{"POST", "/conversations/" + conv["id"].(string) + "/chat/stop", "turn_id=%s", true, ""},
+		{"POST", "/conversations/" + conv["id"].(string) + "/chat/settings", "model=%s&token_budget=1", true, ""},
+		{"POST", convURL + "/turns/00000000-0000-4000-8000-000000000000/stop", `{"note": %s}`, false, user},
 		{"POST", "/notebooks", "title=%s", true, ""},
 		{"POST", "/notebooks/" + nb["id"].(string) + "/trust", "trust_level=%s", true, ""},
 		{"POST", "/notebooks/" + nb["id"].(string) + "/cells", "tool=records.put&rationale=a+hostile+cell&arg.collection=c&arg.key=%s", true, ""},
@@ -132,6 +135,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	for _, r := range routes {
 		covered[r.method+" "+routePattern(r.path)] = true
 	}
+	covered["POST /api/v1/conversations/:id/turns/:turn_id/stop"] = covered["POST /api/v1/conversations/:id/turns/:id/stop"]
 	covered["POST /admin/upstreams/:upstream/refresh"] = covered["POST /admin/upstreams/files/refresh"]
 	covered["POST /admin/upstreams/:upstream/tools/:tool/accept"] = covered["POST /admin/upstreams/files/tools/greet/accept"]
 	for _, r := range e.srv.Routes() {

@@ -58,6 +58,8 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/conversations/:id/messages", s.apiPostMessage)
 	api.GET("/conversations/:id/messages", s.apiListMessages)
 	api.POST("/conversations/:id/tool-calls", s.apiProposeInConversation)
+	api.GET("/conversations/:id/turns/:turn_id", s.apiGetTurn)
+	api.POST("/conversations/:id/turns/:turn_id/stop", s.apiStopTurn)
 	api.POST("/notebooks", s.apiCreateNotebook)
 	api.GET("/notebooks", s.apiListNotebooks)
 	api.GET("/notebooks/:id", s.apiGetNotebook)
@@ -121,6 +123,11 @@ func (s *Server) routes() *echo.Echo {
 	e.POST("/conversations/:id/messages", s.postMessage, signedIn...)
 	e.GET("/conversations/:id/events", s.conversationEvents, signedIn...)
 	e.GET("/conversations/:id/transcript", s.conversationTranscript, signedIn...)
+	// Chat with a model: the panel (refreshed on the conversation's
+	// events), stop, settings.
+	e.GET("/conversations/:id/chat", s.chatPanel, signedIn...)
+	e.POST("/conversations/:id/chat/stop", s.stopChat, signedIn...)
+	e.POST("/conversations/:id/chat/settings", s.saveChatSettings, signedIn...)
 	e.GET("/notebooks", s.notebooksPage, signedIn...)
 	e.POST("/notebooks", s.createNotebook, signedIn...)
 	e.GET("/notebooks/:id", s.notebookPage, signedIn...)

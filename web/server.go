@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/chat"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/feedback"
@@ -53,6 +54,8 @@ type Config struct {
 	ReceiptKey ed25519.PrivateKey
 	// SequenceEvery is how often the receipt sequencer runs (200 ms).
 	SequenceEvery time.Duration
+	// Chat is the model endpoint conversations chat with (no model: none).
+	Chat chat.Config
 }
 
 // Server is the HTTP application.
@@ -87,6 +90,8 @@ type Server struct {
 	bus *events.Bus
 	// flushed closes when the bus has sent its last announcements.
 	flushed chan struct{}
+	// chat runs model turns (see web/chat.go).
+	chat *chat.Service
 	// bg ends when the server closes: background work and live streams stop.
 	bg context.Context
 }
@@ -171,8 +176,14 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	if s.props != nil && s.registry != nil {
 		s.gateway = s.newGateway(svc.Upstreams)
 	}
+	if s.props != nil {
+		s.chat = chat.NewService(cfg.Chat, pool, s.props, s.bus, log)
+	}
 	s.echo = s.routes()
 	s.bg, s.stop = context.WithCancel(context.Background())
+	if s.chat != nil {
+		go s.chat.Run(s.bg)
+	}
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
 	go s.sequence(s.bg, cfg.SequenceEvery)
 	go s.listen(s.bg)
@@ -186,6 +197,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 // Close stops the server's background work (the sweep, the sequencer).
 func (s *Server) Close() {
 	s.stop()
+	if s.chat != nil {
+		s.chat.Close() // its turns are handed over: another instance resumes them
+	}
 	<-s.stopped
 	<-s.chained
 	<-s.flushed

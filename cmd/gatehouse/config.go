@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/mail"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -50,6 +51,24 @@ type Config struct {
 	PolicyFile string
 	// Getenv reads the environment (the policy file's ${NAME} headers).
 	Getenv func(string) string
+	// LLM is the model endpoint conversations chat with (see docs/chat.md):
+	// an OpenAI-compatible base URL, its API key (never logged), the
+	// default model and the models a conversation may pick. No model: no
+	// chat, and the composer says so.
+	LLM LLMConfig
+}
+
+// LLMConfig is the model endpoint.
+type LLMConfig struct {
+	BaseURL string
+	APIKey  string
+	Model   string
+	Models  []string
+}
+
+// LogValue keeps the API key out of every log line.
+func (c LLMConfig) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("base_url", c.BaseURL), slog.String("model", c.Model), slog.Any("models", c.Models), slog.Bool("api_key_set", c.APIKey != ""))
 }
 
 // defaultDBMaxConns is pgxpool's own default (4, or the core count if
@@ -76,6 +95,9 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		PprofAddr:        getenv("GATEHOUSE_PPROF_ADDR"),
 		PolicyFile:       getenv("GATEHOUSE_POLICY_FILE"),
 		Getenv:           getenv,
+	}
+	if err := loadLLMConfig(&cfg.LLM, getenv); err != nil {
+		return cfg, err
 	}
 	if cfg.PprofAddr != "" && !isLoopbackAddr(cfg.PprofAddr) {
 		return cfg, usageError("GATEHOUSE_PPROF_ADDR must be a loopback IP address and port, such as 127.0.0.1:6060 or [::1]:6060: profiles expose the process's internals")
@@ -143,6 +165,37 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		}
 	}
 	return cfg, nil
+}
+
+// loadLLMConfig reads GATEHOUSE_LLM_*: a base URL must be http(s), and
+// GATEHOUSE_LLM_MODELS is a comma-separated list.
+func loadLLMConfig(c *LLMConfig, getenv func(string) string) error {
+	c.BaseURL = strings.TrimSpace(getenv("GATEHOUSE_LLM_BASE_URL"))
+	c.APIKey = getenv("GATEHOUSE_LLM_API_KEY")
+	c.Model = strings.TrimSpace(getenv("GATEHOUSE_LLM_MODEL"))
+	for _, m := range strings.Split(getenv("GATEHOUSE_LLM_MODELS"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			c.Models = append(c.Models, m)
+		}
+	}
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return usageError("GATEHOUSE_LLM_BASE_URL must be an http or https URL without credentials, such as https://api.openai.com/v1 or http://localhost:11434/v1")
+		}
+	}
+	if c.Model == "" && len(c.Models) > 0 {
+		c.Model = c.Models[0]
+	}
+	if c.Model == "" && (c.BaseURL != "" || c.APIKey != "") {
+		return usageError("GATEHOUSE_LLM_MODEL must name the default model when GATEHOUSE_LLM_BASE_URL or GATEHOUSE_LLM_API_KEY is set")
+	}
+	for _, m := range append([]string{c.Model}, c.Models...) {
+		if len(m) > 200 {
+			return usageError("GATEHOUSE_LLM_MODEL and GATEHOUSE_LLM_MODELS name models of at most 200 characters")
+		}
+	}
+	return nil
 }
 
 func envOr(getenv func(string) string, key, def string) string {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/chat"
 	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -96,7 +97,11 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	svc.Upstreams = upstreams
 
-	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey}, log, pool, svc)
+	if cfg.LLM.Model != "" {
+		log.Info("chat with a model", "llm", cfg.LLM)
+	}
+	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey,
+		Chat: chat.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Models: cfg.LLM.Models}}, log, pool, svc)
 	if err != nil {
 		return err
 	}

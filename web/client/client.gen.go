@@ -389,6 +389,7 @@ func (e MeTokenKind) Valid() bool {
 // Defines values for MessageRole.
 const (
 	MessageRoleAssistant MessageRole = "assistant"
+	MessageRoleNotice    MessageRole = "notice"
 	MessageRoleTool      MessageRole = "tool"
 	MessageRoleUser      MessageRole = "user"
 )
@@ -397,6 +398,8 @@ const (
 func (e MessageRole) Valid() bool {
 	switch e {
 	case MessageRoleAssistant:
+		return true
+	case MessageRoleNotice:
 		return true
 	case MessageRoleTool:
 		return true
@@ -710,6 +713,33 @@ func (e ToolEffect) Valid() bool {
 	case ToolEffectMutate:
 		return true
 	case ToolEffectRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TurnState.
+const (
+	TurnStateDone    TurnState = "done"
+	TurnStateFailed  TurnState = "failed"
+	TurnStateRunning TurnState = "running"
+	TurnStateStopped TurnState = "stopped"
+	TurnStateWaiting TurnState = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the TurnState enum.
+func (e TurnState) Valid() bool {
+	switch e {
+	case TurnStateDone:
+		return true
+	case TurnStateFailed:
+		return true
+	case TurnStateRunning:
+		return true
+	case TurnStateStopped:
+		return true
+	case TurnStateWaiting:
 		return true
 	default:
 		return false
@@ -1277,10 +1307,18 @@ type Message struct {
 	CreatedAt  time.Time           `json:"created_at"`
 	Id         int                 `json:"id"`
 	ProposalId *openapi_types.UUID `json:"proposal_id,omitempty"`
-	Role       MessageRole         `json:"role"`
+
+	// Role notice is Gatehouse's own line in a model turn (a model error, a stop, a budget used up).
+	Role MessageRole `json:"role"`
+
+	// TurnId Set on a user message that started a model turn.
+	TurnId *openapi_types.UUID `json:"turn_id,omitempty"`
+
+	// TurnUrl Where to read that turn.
+	TurnUrl *string `json:"turn_url,omitempty"`
 }
 
-// MessageRole defines model for Message.Role.
+// MessageRole notice is Gatehouse's own line in a model turn (a model error, a stop, a budget used up).
 type MessageRole string
 
 // Notebook defines model for Notebook.
@@ -1555,6 +1593,37 @@ type Tool struct {
 
 // ToolEffect defines model for Tool.Effect.
 type ToolEffect string
+
+// Turn A model turn: running (the model answers or its calls are proposed),
+// waiting (a call waits for a card or packet; it resumes when all are
+// resolved), done, failed (error says why) or stopped.
+type Turn struct {
+	Calls []struct {
+		// ProposalId The proposal the call became (none: answered at once, e.g. invalid arguments).
+		ProposalId *openapi_types.UUID `json:"proposal_id,omitempty"`
+
+		// Status The proposal's status, or answered.
+		Status     string `json:"status"`
+		Tool       string `json:"tool"`
+		ToolCallId string `json:"tool_call_id"`
+	} `json:"calls"`
+	CompletionTokens int                `json:"completion_tokens"`
+	ConversationId   openapi_types.UUID `json:"conversation_id"`
+	CreatedAt        time.Time          `json:"created_at"`
+	Error            *string            `json:"error,omitempty"`
+	Id               openapi_types.UUID `json:"id"`
+	Model            string             `json:"model"`
+	PromptTokens     int                `json:"prompt_tokens"`
+	State            TurnState          `json:"state"`
+
+	// Streaming The answer's text so far while it streams.
+	Streaming *string   `json:"streaming,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	Url       string    `json:"url"`
+}
+
+// TurnState defines model for Turn.State.
+type TurnState string
 
 // Violation defines model for Violation.
 type Violation struct {
@@ -2425,12 +2494,28 @@ type ClientInterface interface {
 
 	// PostMessageWithBody Add a message (agents post as assistant)
 	//
+	// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+	// (role user, with the owner's user token) starts a model turn: the
+	// answer carries its turn_id and turn_url, and the model's reply, its
+	// tool calls (as cards or packets) and notices join the transcript.
+	// One turn at a time in a conversation (409 while one runs); 409 too
+	// when the conversation's token budget is used up. Agents post as the
+	// assistant, and their messages start nothing.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/conversations/{id}/messages (the `PostMessage` operationId).
 	PostMessageWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostMessage Add a message (agents post as assistant)
+	//
+	// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+	// (role user, with the owner's user token) starts a model turn: the
+	// answer carries its turn_id and turn_url, and the model's reply, its
+	// tool calls (as cards or packets) and notices join the transcript.
+	// One turn at a time in a conversation (409 while one runs); 409 too
+	// when the conversation's token budget is used up. Agents post as the
+	// assistant, and their messages start nothing.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2467,6 +2552,19 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/conversations/{id}/tool-calls (the `ProposeToolCall` operationId).
 	ProposeToolCall(ctx context.Context, id string, body ProposeToolCallJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTurn A model turn's state, tokens and tool calls (the owner's)
+	//
+	// Corresponds with GET /api/v1/conversations/{id}/turns/{turn_id} (the `GetTurn` operationId).
+	GetTurn(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StopTurn Stop a running or waiting model turn (the owner; never an agent)
+	//
+	// The model is not asked again; calls that wait for a person stay as
+	// they are. 409 when the turn has ended already.
+	//
+	// Corresponds with POST /api/v1/conversations/{id}/turns/{turn_id}/stop (the `StopTurn` operationId).
+	StopTurn(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DecideWithBody The canExecute dry run — how would this call be decided now?
 	//
@@ -3248,6 +3346,14 @@ func (c *Client) ListMessages(ctx context.Context, id string, reqEditors ...Requ
 
 // PostMessageWithBody Add a message (agents post as assistant)
 //
+// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+// (role user, with the owner's user token) starts a model turn: the
+// answer carries its turn_id and turn_url, and the model's reply, its
+// tool calls (as cards or packets) and notices join the transcript.
+// One turn at a time in a conversation (409 while one runs); 409 too
+// when the conversation's token budget is used up. Agents post as the
+// assistant, and their messages start nothing.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/conversations/{id}/messages (the `PostMessage` operationId).
@@ -3264,6 +3370,14 @@ func (c *Client) PostMessageWithBody(ctx context.Context, id string, contentType
 }
 
 // PostMessage Add a message (agents post as assistant)
+//
+// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+// (role user, with the owner's user token) starts a model turn: the
+// answer carries its turn_id and turn_url, and the model's reply, its
+// tool calls (as cards or packets) and notices join the transcript.
+// One turn at a time in a conversation (409 while one runs); 409 too
+// when the conversation's token budget is used up. Agents post as the
+// assistant, and their messages start nothing.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3331,6 +3445,39 @@ func (c *Client) ProposeToolCallWithBody(ctx context.Context, id string, content
 // Corresponds with POST /api/v1/conversations/{id}/tool-calls (the `ProposeToolCall` operationId).
 func (c *Client) ProposeToolCall(ctx context.Context, id string, body ProposeToolCallJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewProposeToolCallRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTurn A model turn's state, tokens and tool calls (the owner's)
+//
+// Corresponds with GET /api/v1/conversations/{id}/turns/{turn_id} (the `GetTurn` operationId).
+func (c *Client) GetTurn(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTurnRequest(c.Server, id, turnId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StopTurn Stop a running or waiting model turn (the owner; never an agent)
+//
+// The model is not asked again; calls that wait for a person stay as
+// they are. 409 when the turn has ended already.
+//
+// Corresponds with POST /api/v1/conversations/{id}/turns/{turn_id}/stop (the `StopTurn` operationId).
+func (c *Client) StopTurn(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStopTurnRequest(c.Server, id, turnId)
 	if err != nil {
 		return nil, err
 	}
@@ -4944,6 +5091,88 @@ func NewProposeToolCallRequestWithBody(server string, id string, contentType str
 	return req, nil
 }
 
+// NewGetTurnRequest constructs an http.Request for the GetTurn method
+func NewGetTurnRequest(server string, id string, turnId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "turn_id", turnId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/conversations/%s/turns/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewStopTurnRequest constructs an http.Request for the StopTurn method
+func NewStopTurnRequest(server string, id string, turnId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "turn_id", turnId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/conversations/%s/turns/%s/stop", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewDecideRequest calls the generic Decide builder with application/json body
 func NewDecideRequest(server string, body DecideJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6275,12 +6504,28 @@ type ClientWithResponsesInterface interface {
 
 	// PostMessageWithBodyWithResponse Add a message (agents post as assistant)
 	//
+	// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+	// (role user, with the owner's user token) starts a model turn: the
+	// answer carries its turn_id and turn_url, and the model's reply, its
+	// tool calls (as cards or packets) and notices join the transcript.
+	// One turn at a time in a conversation (409 while one runs); 409 too
+	// when the conversation's token budget is used up. Agents post as the
+	// assistant, and their messages start nothing.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/conversations/{id}/messages (the `PostMessage` operationId).
 	PostMessageWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostMessageResponse, error)
 
 	// PostMessageWithResponse Add a message (agents post as assistant)
+	//
+	// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+	// (role user, with the owner's user token) starts a model turn: the
+	// answer carries its turn_id and turn_url, and the model's reply, its
+	// tool calls (as cards or packets) and notices join the transcript.
+	// One turn at a time in a conversation (409 while one runs); 409 too
+	// when the conversation's token budget is used up. Agents post as the
+	// assistant, and their messages start nothing.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6319,6 +6564,23 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/conversations/{id}/tool-calls (the `ProposeToolCall` operationId).
 	ProposeToolCallWithResponse(ctx context.Context, id string, body ProposeToolCallJSONRequestBody, reqEditors ...RequestEditorFn) (*ProposeToolCallResponse, error)
+
+	// GetTurnWithResponse A model turn's state, tokens and tool calls (the owner's)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/conversations/{id}/turns/{turn_id} (the `GetTurn` operationId).
+	GetTurnWithResponse(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*GetTurnResponse, error)
+
+	// StopTurnWithResponse Stop a running or waiting model turn (the owner; never an agent)
+	//
+	// The model is not asked again; calls that wait for a person stay as
+	// they are. 409 when the turn has ended already.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/conversations/{id}/turns/{turn_id}/stop (the `StopTurn` operationId).
+	StopTurnWithResponse(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*StopTurnResponse, error)
 
 	// DecideWithBodyWithResponse The canExecute dry run — how would this call be decided now?
 	//
@@ -7661,6 +7923,102 @@ func (r ProposeToolCallResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ProposeToolCallResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetTurnResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Turn
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTurnResponse) GetJSON200() *Turn {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTurnResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTurnResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTurnResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTurnResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTurnResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type StopTurnResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Turn
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StopTurnResponse) GetJSON200() *Turn {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StopTurnResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StopTurnResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StopTurnResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StopTurnResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StopTurnResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9348,6 +9706,14 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, id s
 
 // PostMessageWithBodyWithResponse Add a message (agents post as assistant)
 //
+// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+// (role user, with the owner's user token) starts a model turn: the
+// answer carries its turn_id and turn_url, and the model's reply, its
+// tool calls (as cards or packets) and notices join the transcript.
+// One turn at a time in a conversation (409 while one runs); 409 too
+// when the conversation's token budget is used up. Agents post as the
+// assistant, and their messages start nothing.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/conversations/{id}/messages (the `PostMessage` operationId).
@@ -9360,6 +9726,14 @@ func (c *ClientWithResponses) PostMessageWithBodyWithResponse(ctx context.Contex
 }
 
 // PostMessageWithResponse Add a message (agents post as assistant)
+//
+// With a model configured (GATEHOUSE_LLM_MODEL), the owner's message
+// (role user, with the owner's user token) starts a model turn: the
+// answer carries its turn_id and turn_url, and the model's reply, its
+// tool calls (as cards or packets) and notices join the transcript.
+// One turn at a time in a conversation (409 while one runs); 409 too
+// when the conversation's token budget is used up. Agents post as the
+// assistant, and their messages start nothing.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9421,6 +9795,35 @@ func (c *ClientWithResponses) ProposeToolCallWithResponse(ctx context.Context, i
 		return nil, err
 	}
 	return ParseProposeToolCallResponse(rsp)
+}
+
+// GetTurnWithResponse A model turn's state, tokens and tool calls (the owner's)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/conversations/{id}/turns/{turn_id} (the `GetTurn` operationId).
+func (c *ClientWithResponses) GetTurnWithResponse(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*GetTurnResponse, error) {
+	rsp, err := c.GetTurn(ctx, id, turnId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTurnResponse(rsp)
+}
+
+// StopTurnWithResponse Stop a running or waiting model turn (the owner; never an agent)
+//
+// The model is not asked again; calls that wait for a person stay as
+// they are. 409 when the turn has ended already.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/conversations/{id}/turns/{turn_id}/stop (the `StopTurn` operationId).
+func (c *ClientWithResponses) StopTurnWithResponse(ctx context.Context, id string, turnId string, reqEditors ...RequestEditorFn) (*StopTurnResponse, error) {
+	rsp, err := c.StopTurn(ctx, id, turnId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStopTurnResponse(rsp)
 }
 
 // DecideWithBodyWithResponse The canExecute dry run — how would this call be decided now?
@@ -10674,6 +11077,72 @@ func ParseProposeToolCallResponse(rsp *http.Response) (*ProposeToolCallResponse,
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTurnResponse parses an HTTP response from a GetTurnWithResponse call
+func ParseGetTurnResponse(rsp *http.Response) (*GetTurnResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTurnResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Turn
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseStopTurnResponse parses an HTTP response from a StopTurnWithResponse call
+func ParseStopTurnResponse(rsp *http.Response) (*StopTurnResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StopTurnResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Turn
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
