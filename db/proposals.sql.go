@@ -451,7 +451,7 @@ INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, pro
                        apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
-        CASE WHEN $21::text = 'applying' THEN now() END, $24, $25)
+        CASE WHEN $21::proposal_status = 'applying' THEN now() END, $24, $25)
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 

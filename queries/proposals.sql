@@ -5,7 +5,7 @@ INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, pro
                        apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         sqlc.narg(apply_path), sqlc.narg(resolved_by_user_id),
-        CASE WHEN $21::text = 'applying' THEN now() END, sqlc.narg(effect_decision), sqlc.narg(decision_input))
+        CASE WHEN $21::proposal_status = 'applying' THEN now() END, sqlc.narg(effect_decision), sqlc.narg(decision_input))
 RETURNING *;
 
 -- name: GetProposal :one
