@@ -109,6 +109,16 @@ func TestPgEnv_FromTheDatabaseURL(t *testing.T) {
 			t.Errorf("env %v lacks %s", env, want)
 		}
 	}
+	// The embedded cluster's URL names its Unix socket's directory.
+	env, err = pgEnv("postgres://gatehouse:s3cret@/gatehouse?host=%2Fvar%2Flib%2Fgh%2Fpostgres-run&port=54321&sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PGHOST=/var/lib/gh/postgres-run", "PGPORT=54321", "PGPASSWORD=s3cret", "PGDATABASE=gatehouse"} {
+		if !slices.Contains(env, want) {
+			t.Errorf("env %v lacks %s", env, want)
+		}
+	}
 }
 
 func TestParseOptions(t *testing.T) {

@@ -170,19 +170,27 @@ func (b *baseline) run(ctx context.Context, n int, d time.Duration) (row, error)
 	return r, nil
 }
 
-// pgEnv gives pgbench the URL's connection as libpq's variables: over TCP
-// with the password, which works whatever OS user runs it (as root too).
+// pgEnv gives pgbench the URL's connection as libpq's variables, the way
+// the server connects: over TCP or the Unix socket the URL names (host and
+// port in its query), with the password, whatever OS user runs it.
 func pgEnv(dbURL string) ([]string, error) {
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("baseline: database URL: %w", err)
 	}
 	pw, _ := u.User.Password()
-	env := []string{"PGHOST=" + u.Hostname(), "PGPORT=" + u.Port(), "PGUSER=" + u.User.Username(), "PGPASSWORD=" + pw,
-		"PGDATABASE=" + strings.TrimPrefix(u.Path, "/"), "PGAPPNAME=gatehouse-bench"}
-	if u.Port() == "" {
-		env[1] = "PGPORT=5432"
+	host, port := u.Hostname(), u.Port()
+	if h := u.Query().Get("host"); h != "" {
+		host = h
 	}
+	if p := u.Query().Get("port"); p != "" {
+		port = p
+	}
+	if port == "" {
+		port = "5432"
+	}
+	env := []string{"PGHOST=" + host, "PGPORT=" + port, "PGUSER=" + u.User.Username(), "PGPASSWORD=" + pw,
+		"PGDATABASE=" + strings.TrimPrefix(u.Path, "/"), "PGAPPNAME=gatehouse-bench"}
 	if mode := u.Query().Get("sslmode"); mode != "" {
 		env = append(env, "PGSSLMODE="+mode)
 	}

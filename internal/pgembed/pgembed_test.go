@@ -30,6 +30,16 @@ func TestAcquire_SharedClusterStopsWithLastUser(t *testing.T) {
 		t.Fatalf("first acquire: %v", err)
 	}
 	mustExec(t, first.URL, "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('still here')")
+	// Over the cluster's Unix socket, not TCP: the server has no address.
+	if conn, err := pgx.Connect(ctx, first.URL); err != nil {
+		t.Fatal(err)
+	} else {
+		var tcp bool
+		if err := conn.QueryRow(ctx, "SELECT inet_server_addr() IS NOT NULL").Scan(&tcp); err != nil || tcp {
+			t.Errorf("connected over TCP (%v) with %s; want the Unix socket", err, strings.Split(first.URL, "@")[1])
+		}
+		conn.Close(ctx)
+	}
 
 	second, err := pgembed.Acquire(ctx, opts)
 	if err != nil {
