@@ -226,7 +226,7 @@ func (h *Handle) runningPort() (int, error) {
 }
 
 func (h *Handle) start(ctx context.Context, runDir string, settings map[string]string) (int, error) {
-	socketDir := socketDir(runDir)
+	socket := socketDir(runDir)
 	logFile := filepath.Join(runDir, "postgres.log")
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -237,7 +237,7 @@ func (h *Handle) start(ctx context.Context, runDir string, settings map[string]s
 		opts := []string{
 			"-p " + strconv.Itoa(port),
 			"-c listen_addresses='127.0.0.1'",
-			"-c unix_socket_directories='" + socketDir + "'",
+			"-c unix_socket_directories='" + socket + "'",
 		}
 		keys := make([]string, 0, len(settings))
 		for k := range settings {
