@@ -127,6 +127,11 @@ func (r *ClassRegistry) Group(class string) (ClassGroup, bool) {
 	if r == nil {
 		return "", false
 	}
+	// Every key is canonical, so a class found as given is its own
+	// canonical form: most calls are classified without the regexp.
+	if g, ok := r.groups[class]; ok {
+		return g, true
+	}
 	c, err := CanonicalClass(class)
 	if err != nil {
 		return "", false

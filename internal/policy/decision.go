@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -248,7 +249,7 @@ func RiskLayer(c Call) Verdict {
 	case c.Risk == RiskHigh:
 		return Verdict{LayerRisk, StateAllowed, "The workspace auto-approves high-risk calls."}
 	}
-	return Verdict{LayerRisk, StateAllowed, fmt.Sprintf("The call's risk is %s.", c.Risk)}
+	return Verdict{LayerRisk, StateAllowed, "The call's risk is " + string(c.Risk) + "."}
 }
 
 // ClassLayer is the class gate: a call whose action class is empty or not
@@ -268,7 +269,8 @@ func ClassLayer(c Call, classes *ClassRegistry) Verdict {
 	case c.OpenViolation:
 		return Verdict{LayerClass, StateReviewRequired, fmt.Sprintf("Action class %q has an open trust violation, so the call needs review until the principal clears it.", c.ActionClass)}
 	}
-	return Verdict{LayerClass, StateAllowed, fmt.Sprintf("Action class %q is in group %s.", c.ActionClass, group)}
+	// Concatenated, not formatted (%q is strconv.Quote): on every call.
+	return Verdict{LayerClass, StateAllowed, "Action class " + strconv.Quote(c.ActionClass) + " is in group " + string(group) + "."}
 }
 
 // ConstraintLayer turns allowed into allowed_with_constraints when any
