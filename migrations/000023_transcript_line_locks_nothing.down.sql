@@ -1,5 +1,8 @@
-DROP TRIGGER users_clear_line_author ON users;
-DROP FUNCTION gatehouse_user_deleted_from_lines();
+CREATE OR REPLACE FUNCTION gatehouse_user_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE audit_events SET actor_user_id = NULL WHERE actor_user_id = OLD.id;
+    RETURN NULL;
+END $$;
 DROP TRIGGER proposals_delete_lines ON proposals;
 DROP FUNCTION gatehouse_proposals_deleted();
 DROP TRIGGER conversations_delete_lines ON conversations;

@@ -39,10 +39,11 @@ END $$;
 CREATE TRIGGER proposals_delete_lines AFTER DELETE ON proposals
     REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION gatehouse_proposals_deleted();
 
-CREATE FUNCTION gatehouse_user_deleted_from_lines() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A deleted user is cleared from the lines they wrote, as from the audit
+-- rows that named them (the trigger of migration 22).
+CREATE OR REPLACE FUNCTION gatehouse_user_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    UPDATE audit_events SET actor_user_id = NULL WHERE actor_user_id = OLD.id;
     UPDATE messages SET author_user_id = NULL WHERE author_user_id = OLD.id;
     RETURN NULL;
 END $$;
-CREATE TRIGGER users_clear_line_author AFTER DELETE ON users
-    FOR EACH ROW EXECUTE FUNCTION gatehouse_user_deleted_from_lines();
