@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -142,5 +145,75 @@ func TestGoBenchTime_ScalesWithThePhase(t *testing.T) {
 		if got := goBenchTime(phase); got != want {
 			t.Errorf("goBenchTime(%s) = %s, want %s", phase, got, want)
 		}
+	}
+}
+
+// The cluster's CPU is its postmaster's (its own and its reaped
+// children's) and its running children's, found from any backend; other
+// processes are not counted, and a process that cannot be read counts
+// nothing.
+func TestClusterCPUSeconds_PostmasterAndItsChildren(t *testing.T) {
+	proc := t.TempDir()
+	// pid: (command, ppid, utime, stime, cutime, cstime) in clock ticks.
+	write := func(pid int, comm string, ppid, utime, stime, cutime, cstime int) {
+		t.Helper()
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// Fields as in proc(5): pid (comm) state ppid pgrp session tty_nr
+		// tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime ...
+		line := fmt.Sprintf("%d (%s) S %d 1 1 0 -1 0 0 0 0 0 %d %d %d %d 20 0 1 0\n", pid, comm, ppid, utime, stime, cutime, cstime)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(100, "postgres", 1, 10, 5, 300, 100)           // the postmaster: 15 own, 400 reaped
+	write(101, "postgres: gatehouse", 100, 50, 20, 0, 0) // the backend we ask from
+	write(102, "postgres: walwriter", 100, 3, 2, 0, 0)
+	write(200, "gatehouse serve (x)", 1, 900, 900, 0, 0) // not the cluster's
+	if err := os.MkdirAll(filepath.Join(proc, "self"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	got := clusterCPUSeconds(proc, 101)
+	if want := (15.0 + 400 + 70 + 5) / clockTicks; math.Abs(got-want) > 1e-9 {
+		t.Errorf("cluster CPU = %v s; want %v", got, want)
+	}
+	if got := clusterCPUSeconds(proc, 999); got != 0 {
+		t.Errorf("from a backend that is not there: %v; want 0", got)
+	}
+	if got := clusterCPUSeconds(proc, 0); got != 0 {
+		t.Errorf("without a backend: %v; want 0", got)
+	}
+	// And the real /proc: this process's own time, once it has used a
+	// clock tick or more.
+	x := 0
+	for deadline := time.Now().Add(5 * time.Second); cpuSeconds(os.Getpid()) == 0 && time.Now().Before(deadline); {
+		for i := range 1_000_000 {
+			x ^= i
+		}
+	}
+	if got := cpuSeconds(os.Getpid()); got <= 0 {
+		t.Errorf("this test's own CPU time = %v (%d); want it read from /proc", got, x)
+	}
+}
+
+// perCall divides by the calls, and leaves PostgreSQL's CPU unmeasured
+// when either reading lacked it.
+func TestPerCall(t *testing.T) {
+	before := cost{walRecords: 100, walBytes: 1000, serverCPU: 1, clusterCPU: 2, ok: true}
+	after := cost{walRecords: 500, walBytes: 9000, serverCPU: 3, clusterCPU: 6, ok: true}
+	got := perCall(before, after, 1000)
+	want := callCost{WALRecords: 0.4, WALBytes: 8, ServerMs: 2, ClusterMs: 4, OK: true}
+	if got != want {
+		t.Errorf("perCall = %+v; want %+v", got, want)
+	}
+	before.clusterCPU = 0
+	if got := perCall(before, after, 1000); !got.OK || got.ClusterMs != 0 {
+		t.Errorf("without PostgreSQL's CPU: %+v; want the rest, ClusterMs 0", got)
+	}
+	if got := perCall(before, after, 0); got.OK {
+		t.Errorf("no calls: %+v; want not measured", got)
 	}
 }

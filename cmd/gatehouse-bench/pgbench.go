@@ -165,7 +165,7 @@ func (b *baseline) run(ctx context.Context, n int, d time.Duration) (row, error)
 		return r, err
 	}
 	r.Calls, r.OK, r.Elapsed = len(lat), len(lat), time.Duration(secs)*time.Second
-	r.WALRecords, r.WALBytes, _, r.CostOK = perCall(before, after, r.Calls)
+	r.Cost = perCall(before, after, r.Calls)
 	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	return r, nil
 }

@@ -38,12 +38,11 @@ type row struct {
 	Rate             float64
 	P50, P99         time.Duration
 	RSSStart, RSSEnd int64 // the server's resident set, KiB; 0: not measured
-	// Per call: WAL records and bytes written by the cluster, and the
-	// server's CPU milliseconds (CostOK false: not measured).
-	WALRecords, WALBytes, CPUMs float64
-	CostOK                      bool
-	Note                        string
-	Errors                      []string // a few distinct unexpected answers
+	// Cost is per call: WAL written by the cluster, the server's and
+	// PostgreSQL's CPU.
+	Cost   callCost
+	Note   string
+	Errors []string // a few distinct unexpected answers
 }
 
 // target fills in the i-th call (from 1) of one client. It returns
@@ -104,7 +103,7 @@ func (b *bench) loop(ctx context.Context, name string, clients int, d time.Durat
 	r.Elapsed = time.Since(start)
 	r.RSSEnd = rssKiB(b.pid)
 	r.Calls = len(lat)
-	r.WALRecords, r.WALBytes, r.CPUMs, r.CostOK = perCall(before, costNow(context.WithoutCancel(ctx), b.dbURL, b.pid), r.Calls)
+	r.Cost = perCall(before, costNow(context.WithoutCancel(ctx), b.dbURL, b.pid), r.Calls)
 	r.Rate = float64(r.Calls) / r.Elapsed.Seconds()
 	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	for e := range errors {

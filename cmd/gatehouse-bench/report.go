@@ -65,17 +65,21 @@ func (rep *report) cells(r row) []string {
 	if r.RSSStart > 0 && r.RSSEnd > 0 {
 		rss = fmt.Sprintf("%.0f → %.0f", mib(r.RSSStart), mib(r.RSSEnd))
 	}
-	wal, cpu := "-", "-"
-	if r.CostOK {
-		wal = fmt.Sprintf("%.1f / %.1f KiB", r.WALRecords, r.WALBytes/1024)
+	wal, cpu, pgCPU := "-", "-", "-"
+	if r.Cost.OK {
+		wal = fmt.Sprintf("%.1f / %.1f KiB", r.Cost.WALRecords, r.Cost.WALBytes/1024)
 		if r.Want != "-" {
-			cpu = fmt.Sprintf("%.2f ms", r.CPUMs)
+			cpu = fmt.Sprintf("%.2f ms", r.Cost.ServerMs)
+		}
+		if r.Cost.ClusterMs > 0 {
+			pgCPU = fmt.Sprintf("%.2f ms", r.Cost.ClusterMs)
 		}
 	}
-	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss, wal, cpu}
+	return []string{r.Name, fmt.Sprint(r.Clients), fmt.Sprintf("%.0f", r.Rate), fmtDur(r.P50), fmtDur(r.P99), tput, lat, ok, rss, wal, cpu, pgCPU}
 }
 
-var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB", "WAL records / bytes per call", "server CPU per call"}
+var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB",
+	"WAL records / bytes per call", "server CPU per call", "PostgreSQL CPU per call"}
 
 // headline is the sentence the README quotes: the first auto-apply phase.
 func (rep *report) headline() string {
@@ -269,11 +273,17 @@ table holds little more than the 20 seeded records they look in. "server
 RSS" is the server's resident memory (VmRSS of /proc/<pid>/status) at the
 start and end of the phase; PostgreSQL's own memory is not included.
 
-"WAL records / bytes per call" and "server CPU per call" say how much work
-a call is, whatever the machine's load: the cluster's write-ahead log
-written during the phase (records from pg_stat_wal, bytes from the insert
-position; the receipt sequencer's and autovacuum's share included) and
-the server process's user + system CPU time, each divided by the calls.
+"WAL records / bytes per call", "server CPU per call" and "PostgreSQL CPU
+per call" say how much work a call is, and move far less with the
+machine's load than calls/s do: the cluster's write-ahead log written
+during the phase (records from pg_stat_wal, bytes from the insert
+position; the receipt sequencer's and autovacuum's share included), the
+server process's user + system CPU time, and every PostgreSQL process's
+(the postmaster, its backends, exited ones included, and its background
+workers; from /proc), each divided by the calls. Compare a change's
+effect with these across runs; the ratios compare a run with its own
+baseline. pgbench's row gives PostgreSQL's CPU per INSERT: its client's
+CPU is not in it, as the load generator's is not in the others.
 pgbench's INSERT writes about 3 records (its row, its commit). An
 auto-applied call writes about ten times that, by design: the proposal
 row, its transcript line, two audit rows, its receipt, the tool's own row,
