@@ -125,18 +125,38 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer bl.cleanup(context.Background())
 	rep := &report{machine: m, opts: o}
-	for _, n := range uniq(o.clients, 1) {
-		r, err := bl.run(ctx, n, o.duration)
-		if err != nil {
-			return err
+	// pgbench runs before the phases and again after them; the ratios use
+	// the mean of the two, so a quiet or busy minute of this shared
+	// machine does not make the baseline alone.
+	runBaselines := func(when string) ([]row, error) {
+		var rows []row
+		for _, n := range uniq(o.clients, 1) {
+			r, err := bl.run(ctx, n, o.duration)
+			if err != nil {
+				return nil, err
+			}
+			r.Name += " (" + when + ")"
+			fmt.Fprintln(out, progress(r))
+			rows = append(rows, r)
 		}
-		fmt.Fprintln(out, progress(r))
-		rep.baselines = append(rep.baselines, r)
+		return rows, nil
+	}
+	before, err := runBaselines("before")
+	if err != nil {
+		return err
 	}
 
 	b := &bench{base: srv.url, pprof: srv.pprof, dbURL: acct.dbURL, agent: acct.agent, owner: acct.owner, pid: o.serverPID, out: out}
 	if err := b.phases(ctx, o, rep); err != nil {
 		return err
+	}
+	after, err := runBaselines("after")
+	if err != nil {
+		return err
+	}
+	rep.baselineRuns = append(before, after...)
+	for i := range before {
+		rep.baselines = append(rep.baselines, meanBaseline(before[i], after[i]))
 	}
 	if o.goBench {
 		fmt.Fprintf(out, "Go micro-benchmarks (%s): go test -bench '%s' %s\n", goBenchTime(o.duration), goBenchPattern, strings.Join(goBenchPackages, " "))

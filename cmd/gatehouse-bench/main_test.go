@@ -217,3 +217,30 @@ func TestPerCall(t *testing.T) {
 		t.Errorf("no calls: %+v; want not measured", got)
 	}
 }
+
+// The baseline is the mean of pgbench's runs before and after the phases.
+func TestMeanBaseline(t *testing.T) {
+	a := row{Name: "pgbench: one-row INSERT (before)", Clients: 8, Want: "-", Rate: 10000, P50: 700 * time.Microsecond, P99: 2 * time.Millisecond,
+		Calls: 100000, OK: 100000, Cost: callCost{WALRecords: 3, WALBytes: 200, ClusterMs: 0.10, OK: true}}
+	b := row{Name: "pgbench: one-row INSERT (after)", Clients: 8, Want: "-", Rate: 6000, P50: 1100 * time.Microsecond, P99: 6 * time.Millisecond,
+		Calls: 60000, OK: 60000, Cost: callCost{WALRecords: 3, WALBytes: 220, ClusterMs: 0.14, OK: true}}
+	m := meanBaseline(a, b)
+	if m.Name != "pgbench: one-row INSERT" || m.Clients != 8 || m.Rate != 8000 || m.P50 != 900*time.Microsecond || m.P99 != 4*time.Millisecond {
+		t.Errorf("mean = %+v", m)
+	}
+	if m.Calls != 160000 || !m.Cost.OK || m.Cost.WALBytes != 210 || math.Abs(m.Cost.ClusterMs-0.12) > 1e-12 {
+		t.Errorf("mean cost = %+v (calls %d)", m.Cost, m.Calls)
+	}
+	b.Cost.OK = false
+	if m := meanBaseline(a, b); m.Cost.OK {
+		t.Errorf("a run without its cost gave a mean cost: %+v", m.Cost)
+	}
+	rep := &report{baselineRuns: []row{a, b}, baselines: []row{m}}
+	if got, want := rep.baselineSpread(), "(before), 8 clients: 10000/s, p99 2.00 ms; (after), 8 clients: 6000/s, p99 6.00 ms"; got != want {
+		t.Errorf("spread = %q; want %q", got, want)
+	}
+	phase := row{Name: "records.put", Clients: 8, Want: "200", Rate: 800, P99: 20 * time.Millisecond}
+	if tput, lat := rep.ratios(phase); tput != "0.10×" || lat != "5.0×" {
+		t.Errorf("ratios = %s, %s; want 0.10× and 5.0× against the mean", tput, lat)
+	}
+}

@@ -13,11 +13,13 @@ import (
 type report struct {
 	machine   machine
 	opts      options
-	baselines []row // pgbench, by client count
-	phases    []row // the HTTP phases, in the order they ran
-	soak      *soakResult
-	goBench   goBenchResults
-	profile   string // the CPU profile's path, or why there is none
+	baselines []row // pgbench, by client count: the mean of its runs
+	// baselineRuns are pgbench's runs before and after the phases.
+	baselineRuns []row
+	phases       []row // the HTTP phases, in the order they ran
+	soak         *soakResult
+	goBench      goBenchResults
+	profile      string // the CPU profile's path, or why there is none
 }
 
 // progress is one line printed as a phase ends.
@@ -27,6 +29,35 @@ func progress(r row) string {
 		s += fmt.Sprintf("  %d of %d calls got %s; others: %s", r.OK, r.Calls, r.Want, strings.Join(r.Errors, " | "))
 	}
 	return s
+}
+
+// meanBaseline is the baseline of two pgbench runs at one client count:
+// their mean rate, latencies and per-call cost.
+func meanBaseline(a, b row) row {
+	m := a
+	m.Name = "pgbench: one-row INSERT"
+	m.Rate = (a.Rate + b.Rate) / 2
+	m.P50, m.P99 = (a.P50+b.P50)/2, (a.P99+b.P99)/2
+	m.Calls, m.OK, m.Elapsed = a.Calls+b.Calls, a.OK+b.OK, a.Elapsed+b.Elapsed
+	m.Cost = callCost{OK: a.Cost.OK && b.Cost.OK}
+	if m.Cost.OK {
+		m.Cost.WALRecords = (a.Cost.WALRecords + b.Cost.WALRecords) / 2
+		m.Cost.WALBytes = (a.Cost.WALBytes + b.Cost.WALBytes) / 2
+		if a.Cost.ClusterMs > 0 && b.Cost.ClusterMs > 0 {
+			m.Cost.ClusterMs = (a.Cost.ClusterMs + b.Cost.ClusterMs) / 2
+		}
+	}
+	return m
+}
+
+// baselineSpread says what each pgbench run gave, for the reader to see
+// how much the machine moved during the run.
+func (rep *report) baselineSpread() string {
+	var parts []string
+	for _, r := range rep.baselineRuns {
+		parts = append(parts, fmt.Sprintf("%s, %d clients: %.0f/s, p99 %s", strings.TrimPrefix(r.Name, "pgbench: one-row INSERT "), r.Clients, r.Rate, fmtDur(r.P99)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // baselineFor is the pgbench row at n clients.
@@ -102,6 +133,9 @@ func (rep *report) printText(w io.Writer) {
 	tw.Flush()
 	if h := rep.headline(); h != "" {
 		fmt.Fprintf(w, "\nHeadline: %s.\n", h)
+	}
+	if len(rep.baselineRuns) > 0 {
+		fmt.Fprintf(w, "\npgbench, whose mean the ratios use: %s.\n", rep.baselineSpread())
 	}
 	if rep.soak != nil {
 		fmt.Fprintf(w, "\nSoak (%s): %s\n", rep.opts.soak, rep.soak.verdict())
@@ -179,8 +213,9 @@ by `+"`make bench`"+`; do not edit it by hand.
 - Machine: %d cores (runtime.NumCPU), %s
 - %s, the server's own embedded cluster
 - %s; %s UTC%s
+- pgbench ran before the phases and after them (%s); its rows are their mean, and the ratios use it
 
-`, rep.command(), rep.opts.duration, rep.opts.clients, m.Cores, m.CPU, m.Postgres, m.Go, m.Date.Format("2006-01-02 15:04"), rep.revision())
+`, rep.command(), rep.opts.duration, rep.opts.clients, m.Cores, m.CPU, m.Postgres, m.Go, m.Date.Format("2006-01-02 15:04"), rep.revision(), rep.baselineSpread())
 	table := func(header []string, rows [][]string) {
 		fmt.Fprintf(&b, "| %s |\n|", strings.Join(header, " | "))
 		for i := range header {
@@ -252,7 +287,10 @@ const howToRead = `
 Every ratio is against a baseline measured in the same run, on the same
 PostgreSQL cluster with the same settings (fsync on): pgbench's closed
 loop of one-row INSERTs (one autocommit transaction each, prepared
-statements) at the same number of clients. "× INSERT calls/s" is the
+statements) at the same number of clients, run before the phases and
+again after them: its row is the mean of the two runs, so that the
+baseline is not taken in one quiet (or busy) minute of a shared machine.
+"× INSERT calls/s" is the
 phase's calls per second divided by pgbench's transactions per second (1.00×
 would be a gate as fast as PostgreSQL's cheapest durable write); "× INSERT
 p99" is the phase's 99th-percentile latency divided by pgbench's. Read the
