@@ -236,7 +236,7 @@ func TestMeanBaseline(t *testing.T) {
 		t.Errorf("a run without its cost gave a mean cost: %+v", m.Cost)
 	}
 	rep := &report{baselineRuns: []row{a, b}, baselines: []row{m}}
-	if got, want := rep.baselineSpread(), "(before), 8 clients: 10000/s, p99 2.00 ms; (after), 8 clients: 6000/s, p99 6.00 ms"; got != want {
+	if got, want := rep.baselineSpread(), "before, 8 clients: 10000/s, p99 2.00 ms; after, 8 clients: 6000/s, p99 6.00 ms"; got != want {
 		t.Errorf("spread = %q; want %q", got, want)
 	}
 	phase := row{Name: "records.put", Clients: 8, Want: "200", Rate: 800, P99: 20 * time.Millisecond}

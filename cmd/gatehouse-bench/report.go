@@ -55,7 +55,8 @@ func meanBaseline(a, b row) row {
 func (rep *report) baselineSpread() string {
 	var parts []string
 	for _, r := range rep.baselineRuns {
-		parts = append(parts, fmt.Sprintf("%s, %d clients: %.0f/s, p99 %s", strings.TrimPrefix(r.Name, "pgbench: one-row INSERT "), r.Clients, r.Rate, fmtDur(r.P99)))
+		when := strings.Trim(strings.TrimPrefix(r.Name, "pgbench: one-row INSERT "), "()")
+		parts = append(parts, fmt.Sprintf("%s, %d clients: %.0f/s, p99 %s", when, r.Clients, r.Rate, fmtDur(r.P99)))
 	}
 	return strings.Join(parts, "; ")
 }
