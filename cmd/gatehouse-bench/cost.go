@@ -119,8 +119,9 @@ func cpuSeconds(pid int) float64 {
 // belongs to: its postmaster (the backend's parent), the children the
 // postmaster has reaped (cutime, cstime: backends of closed connections,
 // pgbench's among them) and the children still running. A child that
-// exits between two readings moves from the last sum to the second, so
-// the difference counts it once. 0 when the cluster is not on this
+// exits between two readings is among the running children in the first
+// and in the postmaster's reaped time in the second, so the difference
+// counts it once. 0 when the cluster is not on this
 // machine's /proc (a remote DATABASE_URL).
 func clusterCPUSeconds(proc string, backend int) float64 {
 	b := procStat(proc, backend)

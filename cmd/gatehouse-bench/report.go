@@ -298,7 +298,7 @@ p99" is the phase's 99th-percentile latency divided by pgbench's. Read the
 ratios, not the absolute numbers: the machine is shared and noisy, and the
 same run on another day or machine moves every row together. p50 and p99
 are exact (nearest rank over every call; pgbench's from its
-per-transaction log, -l). A call is timed from the request to the last
+per-transaction log, -l, each run's, then their mean). A call is timed from the request to the last
 byte of the answer, over a keep-alive connection per client; the clients,
 the server and PostgreSQL share the machine's cores, as pgbench and
 PostgreSQL do in the baseline.
