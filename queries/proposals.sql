@@ -147,6 +147,47 @@ WITH p AS (
 -- Only the time: the caller has everything else in memory.
 SELECT created_at FROM p;
 
+-- name: RecordAutoCalls :one
+-- Automatic calls committed together (group commit, see
+-- internal/proposals/group.go): for every call, exactly what
+-- RecordAutoCall writes, in one statement. The calls come as one JSON
+-- array of objects keyed like RecordAutoCall's parameters (c.r below), in
+-- the order they ran ("ord"); their rows are written in that order. The
+-- statement says how many proposals it wrote.
+WITH c AS (
+    SELECT e AS r, (e->>'ord')::int AS ord, (e->>'id')::uuid AS id FROM jsonb_array_elements(sqlc.arg(calls)::jsonb) AS e
+), p AS (
+    INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
+                           proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
+                           authority, risk, action_class, state, decision, constraints, status, result, error, dry_run,
+                           apply_path, resolved_by_user_id, claimed_at, resolved_at, effect_decision, decision_input)
+    SELECT c.id, (c.r->>'workspace_id')::uuid, (c.r->>'owner_id')::uuid, (c.r->>'conversation_id')::uuid, (c.r->>'notebook_id')::uuid,
+           (c.r->>'owner_id')::uuid, (c.r->>'proposed_by_token_id')::uuid, c.r->>'proposed_by_kind', c.r->>'tool', c.r->>'effect',
+           c.r->'arguments', c.r->>'rationale', c.r->>'permission_mode', c.r->>'trust_level', c.r->>'disposition',
+           c.r->>'authority', c.r->>'risk', c.r->>'action_class', c.r->>'state', nullif(c.r->'decision', 'null'), c.r->'constraints',
+           c.r->>'status', nullif(c.r->'result', 'null'), c.r->>'error', (c.r->>'dry_run')::boolean,
+           'auto', (c.r->>'owner_id')::uuid, now(), now(), nullif(c.r->'decision', 'null'), nullif(c.r->'decision_input', 'null')
+    FROM c ORDER BY c.ord
+    RETURNING id, created_at
+), line AS (
+    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
+    SELECT (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
+    WHERE c.r->>'conversation_id' IS NOT NULL ORDER BY c.ord
+), audit AS (
+    INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
+    SELECT (c.r->>'workspace_id')::uuid, c.r->>'actor_kind', (c.r->>'owner_id')::uuid, (c.r->>'proposed_by_token_id')::uuid,
+           x.action, 'proposal', p.id::text, x.data, (c.r->>'retention_until')::timestamptz
+    FROM p JOIN c ON c.id = p.id,
+         LATERAL (VALUES (1, 'proposal.created', c.r->'created_data'), (2, c.r->>'finished_action', c.r->'finished_data')) AS x (n, action, data)
+    ORDER BY c.ord, x.n
+), receipt AS (
+    INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
+    SELECT (c.r->>'receipt_id')::uuid, (c.r->>'workspace_id')::uuid, 'execution', p.id, c.r->>'action_class', c.r->'receipt_content',
+           decode(c.r->>'receipt_hash', 'base64'), c.r->'receipt_metadata'
+    FROM p JOIN c ON c.id = p.id ORDER BY c.ord
+)
+SELECT count(*)::int AS recorded, min(created_at)::timestamptz AS created_at FROM p;
+
 -- name: ListScopeClasses :many
 -- The action classes a conversation's or notebook's calls were decided as.
 SELECT DISTINCT action_class::text FROM proposals

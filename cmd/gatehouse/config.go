@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gatehouse/gatehouse/internal/proposals"
 )
 
 // Config is every setting of the process, from the environment and flags
@@ -34,6 +36,10 @@ type Config struct {
 	// DBMaxConns sizes the database pool. Calls to the outside (SMTP,
 	// webhooks) never hold a connection, so it need not grow with them.
 	DBMaxConns int32
+	// GroupCommit is how many transactions of automatic calls write at
+	// once; calls that arrive meanwhile share the next one (0: every call
+	// has a transaction of its own). See internal/proposals/group.go.
+	GroupCommit int
 	// IdempotencyLease is how long a key whose request died in flight
 	// answers 409 before a retry gets the recorded call's real state.
 	IdempotencyLease time.Duration
@@ -108,6 +114,14 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 			return cfg, usageError("GATEHOUSE_DB_MAX_CONNS must be a whole number from 2 to 1000")
 		}
 		cfg.DBMaxConns = int32(n)
+	}
+	cfg.GroupCommit = proposals.DefaultGroupWriters(cfg.DBMaxConns)
+	if v := getenv("GATEHOUSE_GROUP_COMMIT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 64 {
+			return cfg, usageError("GATEHOUSE_GROUP_COMMIT must be a whole number from 0 (off) to 64")
+		}
+		cfg.GroupCommit = n
 	}
 	if v := getenv("GATEHOUSE_IDEMPOTENCY_LEASE"); v != "" {
 		d, err := time.ParseDuration(v)

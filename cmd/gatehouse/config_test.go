@@ -92,3 +92,30 @@ func TestServe_ABadPolicyFileStopsItNamingTheLine(t *testing.T) {
 		t.Fatalf("serve with a bad policy file: %v", err)
 	}
 }
+
+func TestLoadConfig_GroupCommit(t *testing.T) {
+	t.Parallel()
+	load := func(v string) (Config, error) {
+		return loadConfig("serve", nil, func(k string) string {
+			if k == "GATEHOUSE_GROUP_COMMIT" {
+				return v
+			}
+			return ""
+		}, io.Discard)
+	}
+	cfg, err := load("")
+	if err != nil || cfg.GroupCommit < 1 {
+		t.Fatalf("unset: %d %v, want on (one writer per core)", cfg.GroupCommit, err)
+	}
+	for v, want := range map[string]int{"0": 0, "1": 1, "4": 4, "64": 64} {
+		if cfg, err := load(v); err != nil || cfg.GroupCommit != want {
+			t.Errorf("%q = %d %v, want %d", v, cfg.GroupCommit, err, want)
+		}
+	}
+	for _, v := range []string{"-1", "65", "off", "2.5", " "} {
+		_, err := load(v)
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "GATEHOUSE_GROUP_COMMIT") {
+			t.Errorf("%q: %v, want a usage error naming GATEHOUSE_GROUP_COMMIT", v, err)
+		}
+	}
+}

@@ -74,6 +74,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 
 	svc := web.NewServices(pool, log, auth.DefaultPasswordParams, registry)
 	svc.Proposals.SetIdempotencyLease(cfg.IdempotencyLease)
+	svc.Proposals.SetGroupCommit(cfg.GroupCommit)
 	authSvc := svc.Auth
 	wsID, err := authSvc.EnsureDefaultWorkspace(ctx)
 	if err != nil {

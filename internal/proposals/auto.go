@@ -97,6 +97,29 @@ func announced(params db.InsertProposalParams) db.Proposal {
 // returns the call as recorded (its decisions are the caller's to set).
 func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principal, id uuid.UUID, params db.InsertProposalParams,
 	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (Proposal, error) {
+	rec, row, err := s.autoRecord(p, id, params, tool, result, failure, dry, created)
+	if err != nil {
+		return Proposal{}, err
+	}
+	createdAt, err := q.RecordAutoCall(ctx, rec)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: record call: %w", err)
+	}
+	return recordedAt(row, createdAt), nil
+}
+
+// recordedAt is the call as fromRow would read it back: claimed and
+// resolved at the transaction's time, like created_at.
+func recordedAt(row db.Proposal, createdAt time.Time) Proposal {
+	row.CreatedAt, row.ClaimedAt, row.ResolvedAt = createdAt, &createdAt, &createdAt
+	return fromRow(row)
+}
+
+// autoRecord is an automatic call's record: what RecordAutoCall (or, for
+// calls committed together, RecordAutoCalls) writes, and the proposal
+// row it stores, but for the transaction's time.
+func (s *Service) autoRecord(p auth.Principal, id uuid.UUID, params db.InsertProposalParams,
+	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (db.RecordAutoCallParams, db.Proposal, error) {
 	status, action := StatusApplied, "proposal.applied"
 	finished := map[string]any{"path": PathAuto, "tool": tool.Name}
 	if failure != "" {
@@ -108,11 +131,11 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 	}
 	createdJSON, err := json.Marshal(created)
 	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
+		return db.RecordAutoCallParams{}, db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
 	}
 	finishedJSON, err := json.Marshal(finished)
 	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
+		return db.RecordAutoCallParams{}, db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)
 	}
 	// The receipt names the call as it is recorded.
 	shape := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, Tool: params.Tool, ActionClass: params.ActionClass,
@@ -121,9 +144,9 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 	// The content hash is the sequencer's to compute, in its batch.
 	rc, err := receipts.PrepareUnhashed(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(PathAuto), shape, failure), now)
 	if err != nil {
-		return Proposal{}, err
+		return db.RecordAutoCallParams{}, db.Proposal{}, err
 	}
-	createdAt, err := q.RecordAutoCall(ctx, db.RecordAutoCallParams{
+	rec := db.RecordAutoCallParams{
 		ID: id, WorkspaceID: params.WorkspaceID, OwnerID: params.OwnerID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
 		ProposedByTokenID: params.ProposedByTokenID, ProposedByKind: params.ProposedByKind, Tool: params.Tool, Effect: params.Effect,
 		Arguments: params.Arguments, Rationale: params.Rationale, PermissionMode: params.PermissionMode, TrustLevel: params.TrustLevel,
@@ -133,17 +156,12 @@ func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principa
 		ActorKind: audit.KindOf(p), RetentionUntil: now.Add(tool.Contract.Retention), CreatedData: createdJSON,
 		FinishedAction: action, FinishedData: finishedJSON,
 		ReceiptID: rc.ID, ReceiptContent: rc.Content, ReceiptHash: rc.ContentHash, ReceiptMetadata: rc.Metadata,
-	})
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: record call: %w", err)
 	}
-	// What the statement stored, as fromRow would read it back: claimed
-	// and resolved at the transaction's time, like created_at.
 	row := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,
 		Tool: params.Tool, Effect: params.Effect, Arguments: params.Arguments, Rationale: params.Rationale,
 		PermissionMode: params.PermissionMode, TrustLevel: params.TrustLevel, Disposition: params.Disposition,
 		Authority: params.Authority, Risk: params.Risk, ActionClass: params.ActionClass, DryRun: dry, Status: status, Result: result,
 		Error: pgtype.Text{String: failure, Valid: failure != ""}, ApplyPath: pgtype.Text{String: PathAuto, Valid: true},
-		ProposedByKind: params.ProposedByKind, CreatedAt: createdAt, ClaimedAt: &createdAt, ResolvedAt: &createdAt}
-	return fromRow(row), nil
+		ProposedByKind: params.ProposedByKind}
+	return rec, row, nil
 }

@@ -120,7 +120,14 @@ func (t *callTx) release() {
 // aborted) for the caller's Rollback.
 func (t *callTx) committing() *committer { return &committer{t: t} }
 
-type committer struct{ t *callTx }
+// committingThen is committing, calling sent once the statement and its
+// COMMIT are on their way (before their results are read).
+func (t *callTx) committingThen(sent func()) *committer { return &committer{t: t, sent: sent} }
+
+type committer struct {
+	t    *callTx
+	sent func()
+}
 
 func (c *committer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if c.t.done {
@@ -129,7 +136,11 @@ func (c *committer) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	b := &pgx.Batch{}
 	b.Queue(sql, args...)
 	b.Queue("commit")
-	return &commitRow{t: c.t, br: c.t.conn.SendBatch(ctx, b)}
+	br := c.t.conn.SendBatch(ctx, b)
+	if c.sent != nil {
+		c.sent()
+	}
+	return &commitRow{t: c.t, br: br}
 }
 
 func (c *committer) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {

@@ -165,11 +165,15 @@ type Service struct {
 	// announcer tells live pages what changed, after each commit (nil:
 	// nobody is told, as in tests that need no live pages).
 	announcer events.Announcer
+	// group lets automatic calls share a transaction (nil: off).
+	group *group
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
-	return &Service{pool: pool, q: db.New(pool), tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production"}
+	s := &Service{pool: pool, q: db.New(pool), tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production"}
+	s.SetGroupCommit(DefaultGroupWriters(pool.Config().MaxConns))
+	return s
 }
 
 // SetIdempotencyWait sets how long a request waits for another holding the
@@ -245,17 +249,48 @@ var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such proposal.")
 // its audit row, and applies it at once when the decision allows. A call
 // nobody may run (human_only, blocked) or that breaks a constraint is
 // refused with 403 and leaves only an audit row.
+//
+// Automatic calls that arrive together may share one transaction (see
+// group.go); each is decided, run and recorded exactly as it would be
+// alone.
 func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in Input) (Proposal, error) {
+	c, err := s.check(in)
+	if err != nil {
+		return Proposal{}, err
+	}
+	if s.group != nil && groupable(c, in) {
+		if out, err, done := s.group.propose(ctx, p, scope, c, in); done {
+			return out, err
+		}
+	}
+	return s.proposeAlone(ctx, p, scope, c, in)
+}
+
+// checked is a call that passed the checks made before anything is read:
+// its tool, its compacted and validated arguments and its rationale.
+type checked struct {
+	tool       *tools.Tool
+	args       json.RawMessage
+	rationale  string
+	nRationale int
+	// short is a rationale under the floor of 10, refused unless the
+	// workspace is in warn mode, which only the decision's row says.
+	short bool
+}
+
+var rationaleErr = apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"}
+
+// check validates what the caller sent.
+func (s *Service) check(in Input) (checked, error) {
 	tool, ok := s.tools.Get(in.Tool)
 	if !ok {
-		return Proposal{}, unknownTool(in.Tool)
+		return checked{}, unknownTool(in.Tool)
 	}
 	var fields []apperr.FieldError
 	rationale := strings.TrimSpace(in.Rationale)
 	// A rationale under the floor of 10 is refused here unless the
 	// workspace is in warn mode, which the decision's row says: alone, its
 	// refusal waits for that row (refused as before if it cannot be read).
-	rationaleErr := apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"}
 	nRationale := utf8.RuneCountInString(rationale)
 	short := nRationale < 10
 	if nRationale > 500 {
@@ -269,7 +304,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 	if errors.As(err, &ae) {
 		fields = append(fields, ae.Fields...)
 	} else if err != nil {
-		return Proposal{}, err
+		return checked{}, err
 	}
 	if short && len(fields) > 0 {
 		fields = append([]apperr.FieldError{rationaleErr}, fields...)
@@ -279,12 +314,98 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		for i, f := range fields {
 			names[i] = f.Field
 		}
-		return Proposal{}, apperr.Invalid("Invalid fields: "+strings.Join(names, ", ")+".", fields...)
+		return checked{}, apperr.Invalid("Invalid fields: "+strings.Join(names, ", ")+".", fields...)
 	}
 	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" && !short {
-		return Proposal{}, missingIdempotencyKey(tool)
+		return checked{}, missingIdempotencyKey(tool)
 	}
+	return checked{tool: tool, args: args, rationale: rationale, nRationale: nRationale, short: short}, nil
+}
 
+// rationaleVerdict is what the workspace's rationale rule says of the
+// call: nothing, a warning (a missing or short rationale accepted in warn
+// mode), or the refusal.
+func rationaleVerdict(c checked, d decision, now time.Time) (warning string, err error) {
+	if c.nRationale >= d.rationaleMin {
+		return "", nil
+	}
+	switch {
+	case d.rationaleWarnUntil != nil && now.Before(*d.rationaleWarnUntil):
+		return "rationale missing or short; accepted until " + d.rationaleWarnUntil.UTC().Format(time.RFC3339), nil
+	case c.short:
+		return "", apperr.Invalid("Invalid fields: rationale.", rationaleErr)
+	default:
+		msg := fmt.Sprintf("must have at least %d characters in this workspace", d.rationaleMin)
+		return "", apperr.Invalid("The rationale is too short: "+msg+".", apperr.FieldError{Field: "rationale", Message: msg})
+	}
+}
+
+// warnRationale logs a rationale accepted with a warning.
+func (s *Service) warnRationale(p auth.Principal, c checked, d decision) {
+	s.log.Warn("rationale missing or short, accepted in warn mode", "token", p.TokenName, "user_id", p.UserID, "tool", c.tool.Name,
+		"rationale_length", c.nRationale, "until", d.rationaleWarnUntil.UTC())
+}
+
+// createdData is the data of a call's proposal.created (or
+// proposal.refused) audit row. Every call's audit row carries its
+// rationale, refused ones too, so an agent's intent can be read from the
+// audit log alone (ADR-036).
+func createdData(c checked, d decision, scope Scope, warning string) map[string]any {
+	data := map[string]any{"tool": c.tool.Name, "effect": c.tool.Effect, "disposition": d.scope.disposition,
+		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID, "rationale": c.rationale}
+	if warning != "" {
+		// Counted on the intent view.
+		data["rationale_warning"] = true
+	}
+	return data
+}
+
+// proposalParams is the proposal row of a decided call, in the status
+// its outcome gives it.
+func proposalParams(p auth.Principal, scope Scope, c checked, d decision, status string, confirmed bool) (db.InsertProposalParams, error) {
+	decisionJSON, err := json.Marshal(d.Decision)
+	if err != nil {
+		return db.InsertProposalParams{}, fmt.Errorf("proposals: encode decision: %w", err)
+	}
+	constraintsJSON, err := json.Marshal(d.constraints)
+	if err != nil {
+		return db.InsertProposalParams{}, fmt.Errorf("proposals: encode constraints: %w", err)
+	}
+	callJSON, err := json.Marshal(d.call)
+	if err != nil {
+		return db.InsertProposalParams{}, fmt.Errorf("proposals: encode decision input: %w", err)
+	}
+	kind := "user"
+	if p.IsAgent() {
+		kind = "agent"
+	}
+	tool := c.tool
+	params := db.InsertProposalParams{
+		WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, ProposedByUserID: p.UserID,
+		ProposedByTokenID: nullUUID(p.TokenID), ProposedByKind: kind,
+		Tool: tool.Name, Effect: string(tool.Effect), Arguments: c.args, Rationale: c.rationale,
+		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
+		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
+		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status, DecisionInput: callJSON,
+	}
+	if status == StatusApplying {
+		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
+		if confirmed {
+			params.ApplyPath = nullText(PathHuman)
+		}
+	}
+	switch scope.Kind {
+	case ScopeConversation:
+		params.ConversationID = nullUUID(scope.ID)
+	case ScopeNotebook:
+		params.NotebookID = nullUUID(scope.ID)
+	}
+	return params, nil
+}
+
+// proposeAlone is a call in a transaction of its own.
+func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scope, c checked, in Input) (Proposal, error) {
+	tool, args, rationale := c.tool, c.args, c.rationale
 	// The transaction begins in the round trip that reads the rows the
 	// decision is taken on.
 	tx, rows, err := s.beginDeciding(ctx, p, scope, tool)
@@ -296,39 +417,24 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		d, err = s.decideOn(rows, p, scope, tool, args)
 	}
 	q := s.q.WithTx(tx)
-	if err != nil && short {
+	if err != nil && c.short {
 		return Proposal{}, apperr.Invalid("Invalid fields: rationale.", rationaleErr)
 	}
 	if err != nil {
 		return Proposal{}, err
 	}
-	warning := ""
-	if nRationale < d.rationaleMin {
-		now := time.Now()
-		switch {
-		case d.rationaleWarnUntil != nil && now.Before(*d.rationaleWarnUntil):
-			warning = "rationale missing or short; accepted until " + d.rationaleWarnUntil.UTC().Format(time.RFC3339)
-			s.log.Warn("rationale missing or short, accepted in warn mode", "token", p.TokenName, "user_id", p.UserID, "tool", tool.Name,
-				"rationale_length", nRationale, "until", d.rationaleWarnUntil.UTC())
-		case short:
-			return Proposal{}, apperr.Invalid("Invalid fields: rationale.", rationaleErr)
-		default:
-			msg := fmt.Sprintf("must have at least %d characters in this workspace", d.rationaleMin)
-			return Proposal{}, apperr.Invalid("The rationale is too short: "+msg+".", apperr.FieldError{Field: "rationale", Message: msg})
-		}
+	warning, err := rationaleVerdict(c, d, time.Now())
+	if err != nil {
+		return Proposal{}, err
+	}
+	if warning != "" {
+		s.warnRationale(p, c, d)
 	}
 	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" {
 		// Left until here only for a short rationale accepted in warn mode.
 		return Proposal{}, missingIdempotencyKey(tool)
 	}
-	// Every call's audit row carries its rationale, refused ones too, so an
-	// agent's intent can be read from the audit log alone (ADR-036).
-	auditData := map[string]any{"tool": tool.Name, "effect": tool.Effect, "disposition": d.scope.disposition,
-		"state": d.State, "action_class": d.class, "scope": scope.Kind, "scope_id": scope.ID, "rationale": rationale}
-	if warning != "" {
-		// Counted on the intent view.
-		auditData["rationale_warning"] = true
-	}
+	auditData := createdData(c, d, scope, warning)
 	refuse := func(err error, outcome string, why map[string]any) (Proposal, error) {
 		for k, v := range why {
 			auditData[k] = v
@@ -363,18 +469,6 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		}
 		return Proposal{}, err
 	}
-	decisionJSON, err := json.Marshal(d.Decision)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: encode decision: %w", err)
-	}
-	constraintsJSON, err := json.Marshal(d.constraints)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
-	}
-	callJSON, err := json.Marshal(d.call)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: encode decision input: %w", err)
-	}
 	// The automatic path's decision is its effect-time decision: taken in
 	// this transaction, from the rows as they are now.
 	outcome := policy.AtEffect(policy.PathAuto, d.State, d.State)
@@ -393,29 +487,9 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		// The automatic path claims the call as it records it.
 		status = StatusApplying
 	}
-	kind := "user"
-	if p.IsAgent() {
-		kind = "agent"
-	}
-	params := db.InsertProposalParams{
-		WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, ProposedByUserID: p.UserID,
-		ProposedByTokenID: nullUUID(p.TokenID), ProposedByKind: kind,
-		Tool: tool.Name, Effect: string(tool.Effect), Arguments: args, Rationale: rationale,
-		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
-		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
-		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status, DecisionInput: callJSON,
-	}
-	if status == StatusApplying {
-		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
-		if confirmed {
-			params.ApplyPath = nullText(PathHuman)
-		}
-	}
-	switch scope.Kind {
-	case ScopeConversation:
-		params.ConversationID = nullUUID(scope.ID)
-	case ScopeNotebook:
-		params.NotebookID = nullUUID(scope.ID)
+	params, err := proposalParams(p, scope, c, d, status, confirmed)
+	if err != nil {
+		return Proposal{}, err
 	}
 	if outcome == policy.OutcomeRun && !confirmed && (!tool.Outside() || policy.DryRun(d.constraints)) {
 		// The automatic path of a tool whose effect is in this database:
