@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -130,7 +131,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// machine does not make the baseline alone.
 	runBaselines := func(when string) ([]row, error) {
 		var rows []row
-		for _, n := range uniq(o.clients, 1) {
+		for _, n := range uniq(o.clients, overloadClients(o.clients), 1) {
 			r, err := bl.run(ctx, n, o.duration)
 			if err != nil {
 				return nil, err
@@ -186,7 +187,7 @@ func goBenchTime(phase time.Duration) time.Duration {
 func uniq(ns ...int) []int {
 	var out []int
 	for _, n := range ns {
-		if len(out) == 0 || out[len(out)-1] != n {
+		if !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}

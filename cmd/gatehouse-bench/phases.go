@@ -192,6 +192,13 @@ func (b *bench) phases(ctx context.Context, o options, rep *report) error {
 	putSpread.Name = fmt.Sprintf("records.put, auto-apply, %d conversations", n)
 	add(putSpread, "each client its own conversation")
 
+	// Overload: more clients than the server's group-commit writers, so
+	// calls queue and share transactions (internal/proposals/group.go).
+	add(b.loop(ctx, "records.put, auto-apply, one conversation, overload", overloadClients(n), o.duration, http.StatusOK, func(c int, i uint64, t *vegeta.Target) error {
+		b.post(t, b.callsURL(hot), b.agent, putBody(fmt.Sprintf("over-%d-%d", c, i), i))
+		return nil
+	}), "four times the clients, one conversation: calls beyond the writers share a transaction")
+
 	add(b.loop(ctx, "webhook.post, refused", n, o.duration, http.StatusForbidden, func(c int, i uint64, t *vegeta.Target) error {
 		b.post(t, b.callsURL(hot), b.agent, fmt.Appendf(nil, `{"tool":"webhook.post","arguments":{"url":"https://hooks.example.com/bench","payload":{"n":%d}},"rationale":"benchmark: notify a hook off the allowlist"}`, i))
 		t.Header.Set("Idempotency-Key", fmt.Sprintf("bench-refused-%d-%d-%s", c, i, runID))
@@ -238,6 +245,10 @@ func (b *bench) phases(ctx context.Context, o options, rep *report) error {
 	}
 	return nil
 }
+
+// overloadClients is the overload phase's client count: four times the
+// concurrent phases'.
+func overloadClients(n int) int { return 4 * n }
 
 // runID keeps idempotency keys distinct across runs on one database.
 var runID = randomHex(4)

@@ -306,7 +306,10 @@ PostgreSQL do in the baseline.
 Each client is a closed loop (vegeta, one worker at an unbounded rate): it
 sends a call, waits for the answer, sends the next. The server runs with
 its defaults (log level info: one JSON line per request, to a file; a pool
-of max(8, 2 × cores) connections). The phases run in the table's order,
+of max(8, 2 × cores) connections; group commit with three in four of them
+as writers, so automatic calls beyond that many in flight share a
+transaction: the overload phase, at four times the clients, is where that
+shows, against pgbench at the same count). The phases run in the table's order,
 after a short unmeasured warm-up; searches run first, while the records
 table holds little more than the 20 seeded records they look in. "server
 RSS" is the server's resident memory (VmRSS of /proc/<pid>/status) at the
