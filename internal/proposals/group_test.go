@@ -76,15 +76,37 @@ func written(t *testing.T, f *fixture) string {
 	return timeRE.ReplaceAllString(out, "<time>")
 }
 
-// allReceipts counts the workspace's receipts: the calls' and the
-// settings changes'.
-func allReceipts(t *testing.T, f *fixture) int64 {
+// chainVerifies chains the workspace's receipts (the calls' and the
+// settings changes') and checks that the chain verifies, every one of
+// them in it.
+func chainVerifies(t *testing.T, f *fixture) {
 	t.Helper()
-	var n int64
-	if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM receipts WHERE workspace_id = $1", f.agent.WorkspaceID).Scan(&n); err != nil {
+	ctx := context.Background()
+	if _, err := receipts.Sequence(ctx, f.pool, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	var n int64
+	if err := f.pool.QueryRow(ctx, "SELECT count(*) FROM receipts WHERE workspace_id = $1", f.agent.WorkspaceID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := receipts.NewService(f.pool).VerifyWorkspace(ctx, f.agent.WorkspaceID, nil); err != nil || !res.OK || res.Checked != n {
+		t.Errorf("chain: %+v %v, want %d receipts verified", res, err, n)
+	}
+}
+
+// rowCounts are the rows calls wrote: proposals, the tool's records,
+// the calls' audit rows, receipts and transcript lines.
+type rowCounts struct{ proposals, records, audit, receipts, lines int }
+
+func countRows(t *testing.T, f *fixture) rowCounts {
+	t.Helper()
+	var c rowCounts
+	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM proposals), (SELECT count(*) FROM records),
+		(SELECT count(*) FROM audit_events WHERE subject_type = 'proposal'), (SELECT count(*) FROM receipts WHERE proposal_id IS NOT NULL),
+		(SELECT count(*) FROM messages)`).Scan(&c.proposals, &c.records, &c.audit, &c.receipts, &c.lines); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestGroupCommit_RecordsExactlyWhatCallsAloneRecord(t *testing.T) {
@@ -117,13 +139,7 @@ func TestGroupCommit_RecordsExactlyWhatCallsAloneRecord(t *testing.T) {
 		t.Errorf("the group wrote other rows than the calls alone:\nalone:    %s\ntogether: %s", a, b)
 	}
 	// The group's receipts chain like any others.
-	if _, err := receipts.Sequence(ctx, together.pool, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	res, err := receipts.NewService(together.pool).VerifyWorkspace(ctx, together.agent.WorkspaceID, nil)
-	if err != nil || !res.OK || res.Checked != allReceipts(t, together) {
-		t.Errorf("chain after a group: %+v %v", res, err)
-	}
+	chainVerifies(t, together)
 }
 
 func TestGroupCommit_AFailingToolFailsOnlyItself(t *testing.T) {
@@ -142,12 +158,8 @@ func TestGroupCommit_AFailingToolFailsOnlyItself(t *testing.T) {
 		}
 	}
 	// Each call once: the group's work rolled back before they ran alone.
-	var proposalsN, recordsN, auditN, receiptsN, linesN int
-	f.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM proposals), (SELECT count(*) FROM records),
-		(SELECT count(*) FROM audit_events WHERE subject_type = 'proposal'), (SELECT count(*) FROM receipts WHERE proposal_id IS NOT NULL), (SELECT count(*) FROM messages)`).
-		Scan(&proposalsN, &recordsN, &auditN, &receiptsN, &linesN)
-	if proposalsN != 3 || recordsN != 2 || auditN != 6 || receiptsN != 3 || linesN != 3 {
-		t.Errorf("proposals %d, records %d, audit rows %d, receipts %d, lines %d; want 3, 2, 6, 3, 3", proposalsN, recordsN, auditN, receiptsN, linesN)
+	if got, want := countRows(t, f), (rowCounts{proposals: 3, records: 2, audit: 6, receipts: 3, lines: 3}); got != want {
+		t.Errorf("rows %+v, want %+v", got, want)
 	}
 }
 
@@ -203,13 +215,11 @@ func TestGroupCommit_ConcurrentCallsThroughProposeAllLandOnce(t *testing.T) {
 			t.Errorf("call %d: %v", i, err)
 		}
 	}
-	var proposalsN, recordsN, auditN, receiptsN, linesN, transactions int
-	f.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM proposals), (SELECT count(*) FROM records),
-		(SELECT count(*) FROM audit_events WHERE subject_type = 'proposal'), (SELECT count(*) FROM receipts WHERE proposal_id IS NOT NULL), (SELECT count(*) FROM messages),
-		(SELECT count(DISTINCT created_at) FROM proposals)`).Scan(&proposalsN, &recordsN, &auditN, &receiptsN, &linesN, &transactions)
-	if proposalsN != n || recordsN != n || auditN != 2*n || receiptsN != n || linesN != n {
-		t.Errorf("proposals %d, records %d, audit rows %d, receipts %d, lines %d; want %d each (audit %d)", proposalsN, recordsN, auditN, receiptsN, linesN, n, 2*n)
+	if got, want := countRows(t, f), (rowCounts{proposals: n, records: n, audit: 2 * n, receipts: n, lines: n}); got != want {
+		t.Errorf("rows %+v, want %+v", got, want)
 	}
+	var transactions int
+	f.pool.QueryRow(ctx, `SELECT count(DISTINCT created_at) FROM proposals`).Scan(&transactions)
 	if transactions >= n {
 		t.Errorf("%d calls in %d transactions: none shared one", n, transactions)
 	}
@@ -223,12 +233,7 @@ func TestGroupCommit_ConcurrentCallsThroughProposeAllLandOnce(t *testing.T) {
 	if misplaced != 0 || disordered {
 		t.Errorf("transcript: %d lines on the wrong call, out of order: %v", misplaced, disordered)
 	}
-	if _, err := receipts.Sequence(ctx, f.pool, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if res, err := receipts.NewService(f.pool).VerifyWorkspace(ctx, f.agent.WorkspaceID, nil); err != nil || !res.OK || res.Checked != allReceipts(t, f) {
-		t.Errorf("chain: %+v %v", res, err)
-	}
+	chainVerifies(t, f)
 }
 
 // A caller that goes away while queued gets its context's error and
