@@ -24,7 +24,7 @@ type report struct {
 
 // progress is one line printed as a phase ends.
 func progress(r row) string {
-	s := fmt.Sprintf("  %-48s %3d clients %9.0f/s  p50 %9s  p99 %9s", r.Name, r.Clients, r.Rate, fmtDur(r.P50), fmtDur(r.P99))
+	s := fmt.Sprintf("  %-52s %3d clients %9.0f/s  p50 %9s  p99 %9s", r.Name, r.Clients, r.Rate, fmtDur(r.P50), fmtDur(r.P99))
 	if r.Want != "-" && r.OK != r.Calls {
 		s += fmt.Sprintf("  %d of %d calls got %s; others: %s", r.OK, r.Calls, r.Want, strings.Join(r.Errors, " | "))
 	}
@@ -210,13 +210,13 @@ by `+"`make bench`"+`; do not edit it by hand.
 
 ## Latest run
 
-- Command: `+"`%s`"+` (each phase %s; %d clients, and 1 for the single-client rows)
+- Command: `+"`%s`"+` (each phase %s; %d clients, %d in the overload row, 1 in the single-client rows)
 - Machine: %d cores (runtime.NumCPU), %s
 - %s, the server's own embedded cluster
 - %s; %s UTC%s
 - pgbench ran before the phases and after them (%s); its rows are their mean, and the ratios use it
 
-`, rep.command(), rep.opts.duration, rep.opts.clients, m.Cores, m.CPU, m.Postgres, m.Go, m.Date.Format("2006-01-02 15:04"), rep.revision(), rep.baselineSpread())
+`, rep.command(), rep.opts.duration, rep.opts.clients, overloadClients(rep.opts.clients), m.Cores, m.CPU, m.Postgres, m.Go, m.Date.Format("2006-01-02 15:04"), rep.revision(), rep.baselineSpread())
 	table := func(header []string, rows [][]string) {
 		fmt.Fprintf(&b, "| %s |\n|", strings.Join(header, " | "))
 		for i := range header {
