@@ -35,9 +35,13 @@ import (
 //   - a call that would not simply run at once (refused, deferred to a
 //     person, constrained, a short rationale) leaves the group before
 //     anything is written, and goes through the path of a call alone;
-//   - a tool that fails, or a statement that fails, rolls the whole group
-//     back, and every call in it runs again alone. Nothing committed, so
-//     nothing runs twice; the failing call fails alone, as it would have.
+//   - a tool that fails or panics, or a statement that fails, rolls the
+//     whole group back, and every call in it runs again alone. Nothing
+//     committed, so nothing runs twice; the failing call fails alone, as
+//     it would have;
+//   - a connection lost after the COMMIT was sent leaves the outcome
+//     unknown: every call gets the error, as a call alone would, and none
+//     runs again.
 //
 // There is no timer: a call waits only while a group transaction is
 // already writing (at most writers of them at once). One client alone
