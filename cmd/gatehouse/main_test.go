@@ -188,7 +188,7 @@ func TestServe_TokenFromCLIWorksOnTheAPI(t *testing.T) {
 // once, and everything still there after a restart.
 func TestServe_EmbeddedPostgresOnAFreshDataDir(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"GATEHOUSE_DATA_DIR": filepath.Join(t.TempDir(), "var")}
+	env := map[string]string{"GATEHOUSE_DATA_DIR": dbtest.ClusterDir(t)}
 	s := startServer(t, env)
 	m := regexp.MustCompile(`created the admin admin@localhost with the password\n\n    (\S+)\n`).FindStringSubmatch(s.stderr.String())
 	if m == nil {

@@ -189,3 +189,22 @@ func withDatabase(rawURL, name string) string {
 	u.Path = "/" + name
 	return u.String()
 }
+
+// ClusterDir is a temporary directory, removed when t ends, that the
+// postgres OS user can reach: used as a data directory, the embedded
+// cluster started in it (as root the cluster runs as postgres) keeps its
+// files in it and goes with it. Under t.TempDir (mode 0700), or in a
+// directory the server creates (0700, for the receipt key), the cluster's
+// files would live under /var/lib/gatehouse instead, and outlive the test.
+func ClusterDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "gatehouse-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gatehouse/gatehouse/internal/dbtest"
 	"github.com/gatehouse/gatehouse/internal/pgembed"
 )
 
@@ -22,7 +23,7 @@ func TestAcquire_SharedClusterStopsWithLastUser(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := filepath.Join(t.TempDir(), "data")
+	dir := filepath.Join(dbtest.ClusterDir(t), "data")
 	opts := pgembed.Options{DataDir: dir, Settings: map[string]string{"fsync": "off"}}
 
 	first, err := pgembed.Acquire(ctx, opts)
