@@ -244,3 +244,21 @@ func TestMeanBaseline(t *testing.T) {
 		t.Errorf("ratios = %s, %s; want 0.10× and 5.0× against the mean", tput, lat)
 	}
 }
+
+// The ceiling divides the cores by the headline phase's CPU per call, and
+// says nothing when that cost was not measured.
+func TestCeiling(t *testing.T) {
+	base := row{Name: "pgbench: one-row INSERT", Clients: 8, Want: "-", Rate: 8000}
+	phase := row{Name: "records.put, auto-apply, one conversation", Clients: 8, Want: "200", Rate: 600,
+		Cost: callCost{ServerMs: 1, ClusterMs: 1.5, OK: true}}
+	rep := &report{machine: machine{Cores: 2}, baselines: []row{base}, phases: []row{phase}}
+	want := "on 2 cores, that phase's CPU per call (PostgreSQL 1.50 ms + server 1.00 ms) allows at most 800 calls/s (0.10× pgbench), " +
+		"and PostgreSQL's share alone at most 1333 (0.17×); it ran at 600"
+	if got := rep.ceiling(); got != want {
+		t.Errorf("ceiling = %q\nwant      %q", got, want)
+	}
+	rep.phases[0].Cost.ClusterMs = 0
+	if got := rep.ceiling(); got != "" {
+		t.Errorf("without PostgreSQL's CPU: %q; want nothing", got)
+	}
+}

@@ -125,6 +125,31 @@ func (rep *report) headline() string {
 	return ""
 }
 
+// ceiling says what the headline phase's own CPU cost allows on this
+// machine, whatever else ran: the cores divided by PostgreSQL's and the
+// server's CPU per call, and by PostgreSQL's alone, each against pgbench.
+// A gate whose calls/s is near the first is CPU-bound by its own work,
+// not waiting; the second is the most any server could get from the SQL
+// a call writes, however little CPU the server itself spent.
+func (rep *report) ceiling() string {
+	for _, r := range rep.phases {
+		if !strings.HasPrefix(r.Name, "records.put, auto-apply, one conversation") {
+			continue
+		}
+		b, ok := rep.baselineFor(r.Clients)
+		if !ok || b.Rate == 0 || !r.Cost.OK || r.Cost.ClusterMs <= 0 || r.Cost.ServerMs <= 0 {
+			return ""
+		}
+		cores := float64(rep.machine.Cores)
+		both := 1000 * cores / (r.Cost.ClusterMs + r.Cost.ServerMs)
+		pg := 1000 * cores / r.Cost.ClusterMs
+		return fmt.Sprintf("on %d cores, that phase's CPU per call (PostgreSQL %.2f ms + server %.2f ms) allows at most %.0f calls/s (%.2f× pgbench), "+
+			"and PostgreSQL's share alone at most %.0f (%.2f×); it ran at %.0f",
+			rep.machine.Cores, r.Cost.ClusterMs, r.Cost.ServerMs, both, both/b.Rate, pg, pg/b.Rate, r.Rate)
+	}
+	return ""
+}
+
 func (rep *report) printText(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
@@ -134,6 +159,9 @@ func (rep *report) printText(w io.Writer) {
 	tw.Flush()
 	if h := rep.headline(); h != "" {
 		fmt.Fprintf(w, "\nHeadline: %s.\n", h)
+	}
+	if c := rep.ceiling(); c != "" {
+		fmt.Fprintf(w, "Ceiling: %s.\n", c)
 	}
 	if len(rep.baselineRuns) > 0 {
 		fmt.Fprintf(w, "\npgbench, whose mean the ratios use: %s.\n", rep.baselineSpread())
@@ -239,6 +267,9 @@ by `+"`make bench`"+`; do not edit it by hand.
 	if h := rep.headline(); h != "" {
 		fmt.Fprintf(&b, "\nHeadline: %s.\n", h)
 	}
+	if c := rep.ceiling(); c != "" {
+		fmt.Fprintf(&b, "\nCeiling: %s.\n", c)
+	}
 	var notes []string
 	for _, r := range rep.phases {
 		if r.Note != "" {
@@ -330,11 +361,19 @@ pgbench's INSERT writes about 3 records (its row, its commit). An
 auto-applied call writes about ten times that, by design: the proposal
 row, its transcript line, two audit rows, its receipt, the tool's own row,
 an index entry for each index on those tables, the row locks the
-proposal's foreign keys take (the rows written with it hold none:
-migrations 22 and 23), the commit, and later the sequencer's chaining of
-the receipt.
+proposal's foreign keys take (two since migration 24; the rows written
+with it hold none: migrations 22 and 23), the commit, and later the
+sequencer's chaining of the receipt.
 That is the floor the throughput ratio measures against; where the time
 went beyond it, a profile (BENCH_PROFILE=1) shows.
+
+"Ceiling" turns the headline phase's CPU per call into calls per second:
+the cores divided by PostgreSQL's and the server's CPU per call is the
+most that phase could reach with every core busy on it (the load
+generator gets none), and the cores divided by PostgreSQL's share alone
+is the most any server could get from the SQL a call writes. A gate that
+runs near the first is bound by its own work, not waiting on locks or
+round trips; the second says how far a faster server alone could go.
 
 ## Running it
 
