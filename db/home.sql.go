@@ -64,7 +64,8 @@ FROM proposals p
 JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
-WHERE p.workspace_id = $1 AND p.proposed_by_user_id = $2 AND p.proposed_by_kind = 'agent'
+WHERE p.workspace_id = $1 AND p.owner_id = $2 AND p.proposed_by_user_id = $2
+  AND p.proposed_by_kind = 'agent'
 ORDER BY p.created_at DESC
 LIMIT 20
 `
@@ -86,7 +87,8 @@ type ListAgentOutcomesRow struct {
 	ScopeTitle     string
 }
 
-// The latest calls proposed with the user's agent tokens.
+// The latest calls proposed with the user's agent tokens (in the user's own
+// scopes: the proposer is the owner; by proposals_owner_time_idx).
 func (q *Queries) ListAgentOutcomes(ctx context.Context, arg ListAgentOutcomesParams) ([]ListAgentOutcomesRow, error) {
 	rows, err := q.db.Query(ctx, listAgentOutcomes, arg.WorkspaceID, arg.UserID)
 	if err != nil {

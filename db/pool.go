@@ -53,3 +53,11 @@ func unmarshalJSON(data []byte, v any) error {
 // SearchRecordsSQL is records.search's statement, for the test that
 // checks its plan uses the trigram indexes.
 const SearchRecordsSQL = searchRecords
+
+// CountWaitingCardsSQL and ListAgentOutcomesSQL are the home page's and
+// the header's statements over a user's proposals, for the test that
+// checks their plans use indexes (migration 25).
+const (
+	CountWaitingCardsSQL = countWaitingCards
+	ListAgentOutcomesSQL = listAgentOutcomes
+)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
@@ -36,22 +38,7 @@ func TestSearchRecords_UsesTheTrigramIndexes(t *testing.T) {
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE records`); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := pool.Query(ctx, "EXPLAIN "+db.SearchRecordsSQL, ws, "clients", "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	text := explain(t, ctx, pool, db.SearchRecordsSQL, ws, "clients", "acme")
 	for _, want := range []string{"records_key_trgm_idx", "records_value_trgm_idx"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the plan does not use %s:\n%s", want, text)
@@ -65,4 +52,19 @@ func TestSearchRecords_UsesTheTrigramIndexes(t *testing.T) {
 	if err != nil || len(found) != 1 || found[0].Key != "acme" {
 		t.Fatalf("search found %v (%v), want the one record acme", found, err)
 	}
+}
+
+// explain is the plan PostgreSQL chooses for sql with args, one line per
+// node.
+func explain(t *testing.T, ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) string {
+	t.Helper()
+	rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }

@@ -39,13 +39,15 @@ ORDER BY a.expires_at
 LIMIT 20;
 
 -- name: ListAgentOutcomes :many
--- The latest calls proposed with the user's agent tokens.
+-- The latest calls proposed with the user's agent tokens (in the user's own
+-- scopes: the proposer is the owner; by proposals_owner_time_idx).
 SELECT p.id, p.tool, p.status, p.created_at, p.resolved_at, p.conversation_id, p.notebook_id,
        t.name AS token_name, coalesce(c.title, n.title, '')::text AS scope_title
 FROM proposals p
 JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
-WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.proposed_by_user_id = sqlc.arg(user_id) AND p.proposed_by_kind = 'agent'
+WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.owner_id = sqlc.arg(user_id) AND p.proposed_by_user_id = sqlc.arg(user_id)
+  AND p.proposed_by_kind = 'agent'
 ORDER BY p.created_at DESC
 LIMIT 20;
