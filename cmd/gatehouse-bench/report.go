@@ -113,16 +113,26 @@ func (rep *report) cells(r row) []string {
 var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT calls/s", "× INSERT p99", "status", "server RSS MiB",
 	"WAL records / bytes per call", "server CPU per call", "PostgreSQL CPU per call"}
 
-// headline is the sentence the README quotes: the first auto-apply phase.
-func (rep *report) headline() string {
+// headlinePhase is the phase the headline and the ceiling speak of: the
+// first auto-apply phase into one conversation.
+func (rep *report) headlinePhase() (row, bool) {
 	for _, r := range rep.phases {
 		if strings.HasPrefix(r.Name, "records.put, auto-apply, one conversation") {
-			tput, lat := rep.ratios(r)
-			return fmt.Sprintf("an auto-applied `records.put` (%d clients, one conversation) ran at %s the calls/s of PostgreSQL's own one-row INSERT (pgbench, same cluster, same client count), with a p99 latency %s pgbench's",
-				r.Clients, tput, lat)
+			return r, true
 		}
 	}
-	return ""
+	return row{}, false
+}
+
+// headline is the sentence the README quotes.
+func (rep *report) headline() string {
+	r, ok := rep.headlinePhase()
+	if !ok {
+		return ""
+	}
+	tput, lat := rep.ratios(r)
+	return fmt.Sprintf("an auto-applied `records.put` (%d clients, one conversation) ran at %s the calls/s of PostgreSQL's own one-row INSERT (pgbench, same cluster, same client count), with a p99 latency %s pgbench's",
+		r.Clients, tput, lat)
 }
 
 // ceiling says what the headline phase's own CPU cost allows on this
@@ -132,22 +142,20 @@ func (rep *report) headline() string {
 // not waiting; the second is the most any server could get from the SQL
 // a call writes, however little CPU the server itself spent.
 func (rep *report) ceiling() string {
-	for _, r := range rep.phases {
-		if !strings.HasPrefix(r.Name, "records.put, auto-apply, one conversation") {
-			continue
-		}
-		b, ok := rep.baselineFor(r.Clients)
-		if !ok || b.Rate == 0 || !r.Cost.OK || r.Cost.ClusterMs <= 0 || r.Cost.ServerMs <= 0 {
-			return ""
-		}
-		cores := float64(rep.machine.Cores)
-		both := 1000 * cores / (r.Cost.ClusterMs + r.Cost.ServerMs)
-		pg := 1000 * cores / r.Cost.ClusterMs
-		return fmt.Sprintf("on %d cores, that phase's CPU per call (PostgreSQL %.2f ms + server %.2f ms) allows at most %.0f calls/s (%.2f× pgbench), "+
-			"and PostgreSQL's share alone at most %.0f (%.2f×); it ran at %.0f",
-			rep.machine.Cores, r.Cost.ClusterMs, r.Cost.ServerMs, both, both/b.Rate, pg, pg/b.Rate, r.Rate)
+	r, ok := rep.headlinePhase()
+	if !ok {
+		return ""
 	}
-	return ""
+	b, ok := rep.baselineFor(r.Clients)
+	if !ok || b.Rate == 0 || !r.Cost.OK || r.Cost.ClusterMs <= 0 || r.Cost.ServerMs <= 0 {
+		return ""
+	}
+	cores := float64(rep.machine.Cores)
+	both := 1000 * cores / (r.Cost.ClusterMs + r.Cost.ServerMs)
+	pg := 1000 * cores / r.Cost.ClusterMs
+	return fmt.Sprintf("on %d cores, that phase's CPU per call (PostgreSQL %.2f ms + server %.2f ms) allows at most %.0f calls/s (%.2f× pgbench), "+
+		"and PostgreSQL's share alone at most %.0f (%.2f×); it ran at %.0f",
+		rep.machine.Cores, r.Cost.ClusterMs, r.Cost.ServerMs, both, both/b.Rate, pg, pg/b.Rate, r.Rate)
 }
 
 func (rep *report) printText(w io.Writer) {
