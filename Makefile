@@ -72,11 +72,19 @@ check-generated: generate ## fail when generated code is not what the sources pr
 		echo "generated code is stale; run 'make generate' and commit:"; git status --short -- db views web/client; exit 1; fi
 
 .PHONY: lint
-lint: ## go vet (with and without the e2e tag) and gofmt
+lint: check-secrets ## go vet (with and without the e2e tag), gofmt, and no committed private key
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./...
 	@bad=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); \
 		if [ -n "$$bad" ]; then echo "gofmt wants to change:"; echo "$$bad"; exit 1; fi
+
+# A PEM private key block (PKCS#8, RSA, EC, OpenSSH, encrypted…) in any
+# tracked file: its header on a line of its own. Test code that builds a
+# key spells the header inside a string, so it does not match.
+.PHONY: check-secrets
+check-secrets: ## fail when a tracked file holds a private key
+	@found=$$(git grep -lE -e '^[[:space:]]*-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----[[:space:]]*$$' -- . || true); \
+		if [ -n "$$found" ]; then echo "a private key is committed (remove it from the tree and rotate it):"; echo "$$found"; exit 1; fi
 
 # PostgreSQL's server binaries run the embedded default and the tests. As
 # root, install Debian's package when they are missing.

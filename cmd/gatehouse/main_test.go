@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"path/filepath"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,7 +19,21 @@ import (
 	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
-func TestMain(m *testing.M) { dbtest.Main(m) }
+// TestMain also fails the package when a test wrote into ./var beside the
+// sources: the default data directory, where the server puts its receipt
+// signing key. Every test gives the server a temporary one instead.
+func TestMain(m *testing.M) {
+	_, err := os.Stat("var")
+	existed := err == nil
+	dbtest.Main(m, func() int {
+		if _, err := os.Stat("var"); err == nil && !existed {
+			fmt.Fprintln(os.Stderr, "a test wrote into cmd/gatehouse/var (the default data directory); give the server a temporary GATEHOUSE_DATA_DIR")
+			os.RemoveAll("var")
+			return 1
+		}
+		return 0
+	})
+}
 
 // server is a real `gatehouse serve` started through run() on port 0.
 type server struct {
@@ -52,9 +67,9 @@ var listening = regexp.MustCompile(`"msg":"listening","url":"(http://[^"]+)"`)
 // until it listens. The server stops when the test ends.
 func startServer(t *testing.T, env map[string]string) *server {
 	t.Helper()
-	if env["GATEHOUSE_DATA_DIR"] == "" && env["GATEHOUSE_RECEIPT_KEY_FILE"] == "" {
+	if env["GATEHOUSE_DATA_DIR"] == "" {
 		// Not ./var beside the test: the signing key goes to a temporary folder.
-		env["GATEHOUSE_RECEIPT_KEY_FILE"] = filepath.Join(t.TempDir(), "receipt-signing.key")
+		env["GATEHOUSE_DATA_DIR"] = t.TempDir()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{env: env, stderr: &lockedBuffer{}, cancel: cancel, done: make(chan error, 1)}

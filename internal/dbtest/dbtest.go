@@ -38,8 +38,14 @@ var (
 
 // Main wraps testing.M: it starts (or joins) the test server before the
 // package's tests and lets the cluster stop after them when nobody else uses it.
-func Main(m *testing.M) {
+// Each check runs after the tests; a non-zero result fails the package.
+func Main(m *testing.M, checks ...func() int) {
 	code := m.Run()
+	for _, check := range checks {
+		if c := check(); code == 0 {
+			code = c
+		}
+	}
 	mu.Lock()
 	if cluster != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
