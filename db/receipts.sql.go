@@ -16,10 +16,13 @@ import (
 
 const chainReceipts = `-- name: ChainReceipts :execrows
 UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = $1,
-       content_hash = c.content_hash
+       content_hash = c.content_hash,
+       content = CASE WHEN c.content = '' THEN r.content ELSE c.content::jsonb END,
+       metadata = CASE WHEN c.metadata = '' THEN r.metadata ELSE c.metadata::jsonb END
 FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS seq,
              unnest($5::bytea[]) AS prev_hash, unnest($6::bytea[]) AS hash,
-             unnest($7::bytea[]) AS content_hash) AS c
+             unnest($7::bytea[]) AS content_hash,
+             unnest($8::text[]) AS content, unnest($9::text[]) AS metadata) AS c
 WHERE r.id = c.id AND r.workspace_id = $2 AND r.seq IS NULL
 `
 
@@ -31,8 +34,13 @@ type ChainReceiptsParams struct {
 	PrevHashes    [][]byte
 	Hashes        [][]byte
 	ContentHashes [][]byte
+	Contents      []string
+	Metadatas     []string
 }
 
+// A receipt whose content could not be canonicalised (stored before the
+// arguments were checked strictly) is chained with its content replaced
+// and its metadata marked (contents and metadatas: ” keeps the row's).
 func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, chainReceipts,
 		arg.ChainedAt,
@@ -42,6 +50,8 @@ func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (i
 		arg.PrevHashes,
 		arg.Hashes,
 		arg.ContentHashes,
+		arg.Contents,
+		arg.Metadatas,
 	)
 	if err != nil {
 		return 0, err

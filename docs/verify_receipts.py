@@ -276,8 +276,13 @@ def check(r, want, prev, expect):
 
 
 def verify(lines, expect=None):
-    """(ok, checked, head_seq, head_hash, first_bad_seq, reason)."""
-    head, prev = 0, GENESIS
+    """(ok, checked, head_seq, head_hash, first_bad_seq, reason, content_errors).
+
+    content_errors lists the seqs of receipts whose metadata holds
+    content_error: their content could not be canonicalised when they were
+    chained, so it is kept as text (content_text); they verify like others.
+    """
+    head, prev, content_errors = 0, GENESIS, []
     for line in lines:
         line = line.strip()
         if not line:
@@ -289,12 +294,15 @@ def verify(lines, expect=None):
         except ValueError as e:  # malformed JSON, UTF-8, numbers or strings
             reason = "the receipt at seq %d cannot be read: %s" % (want, e)
         if reason:
-            return False, head, head, prev, want, reason
+            return False, head, head, prev, want, reason, content_errors
         head, prev = want, r["hash"]
+        if "content_error" in r["metadata"]:
+            content_errors.append(want)
     if expect and head < expect[0]:
         return (False, head, head, prev, head + 1,
-                "the chain ends at seq %d, before the checkpoint's seq %d: receipts were removed" % (head, expect[0]))
-    return True, head, head, prev, None, None
+                "the chain ends at seq %d, before the checkpoint's seq %d: receipts were removed" % (head, expect[0]),
+                content_errors)
+    return True, head, head, prev, None, None, content_errors
 
 
 def main():
@@ -333,7 +341,10 @@ def main():
         else:
             print("note: the checkpoint's signature is not checked (no --public-key)", file=sys.stderr)
         expect = (seq, head_hash)
-    ok, checked, head_seq, head_hash, bad, reason = verify(sys.stdin.buffer, expect)
+    ok, checked, head_seq, head_hash, bad, reason, content_errors = verify(sys.stdin.buffer, expect)
+    if content_errors:
+        print("note: %d receipts (first seq %d) hold content that could not be canonicalised when chained, "
+              "kept as text (metadata content_error)" % (len(content_errors), content_errors[0]), file=sys.stderr)
     if ok:
         print("ok: %d receipts, head seq %d, head hash %s" % (checked, head_seq, head_hash))
         return 0

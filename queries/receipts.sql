@@ -30,11 +30,17 @@ ORDER BY created_at, id
 LIMIT $2;
 
 -- name: ChainReceipts :execrows
+-- A receipt whose content could not be canonicalised (stored before the
+-- arguments were checked strictly) is chained with its content replaced
+-- and its metadata marked (contents and metadatas: '' keeps the row's).
 UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = @chained_at,
-       content_hash = c.content_hash
+       content_hash = c.content_hash,
+       content = CASE WHEN c.content = '' THEN r.content ELSE c.content::jsonb END,
+       metadata = CASE WHEN c.metadata = '' THEN r.metadata ELSE c.metadata::jsonb END
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@seqs::bigint[]) AS seq,
              unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash,
-             unnest(@content_hashes::bytea[]) AS content_hash) AS c
+             unnest(@content_hashes::bytea[]) AS content_hash,
+             unnest(@contents::text[]) AS content, unnest(@metadatas::text[]) AS metadata) AS c
 WHERE r.id = c.id AND r.workspace_id = @workspace_id AND r.seq IS NULL;
 
 -- name: ListChainedReceipts :many

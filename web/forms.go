@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/strictjson"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/views"
 )
@@ -20,6 +22,10 @@ import (
 // an agent's call, so a form cannot let through what the API would refuse.
 
 const argPrefix = "arg."
+
+// argumentLimits bound one argument typed as JSON: a body's limits, one
+// level less for the arguments object that holds it.
+var argumentLimits = strictjson.Limits{MaxDepth: jsonLimits.MaxDepth - 1, MaxNumberLen: jsonLimits.MaxNumberLen}
 
 // hasArgumentFields reports whether a form carries generated inputs.
 func hasArgumentFields(form url.Values) bool {
@@ -69,9 +75,17 @@ func argumentsFromForm(tool *tools.Tool, form url.Values) (json.RawMessage, erro
 			}
 			args[p.Name] = n
 		case "object", "array":
+			// As strict as every JSON body: the service checks the whole
+			// arguments document again (nested one deeper than this
+			// input), but here the message can name the input.
 			var doc any
-			if err := json.Unmarshal([]byte(v), &doc); err != nil {
-				fields = append(fields, apperr.FieldError{Field: field, Message: "must be JSON (" + p.Type + ")"})
+			if err := strictjson.Decode([]byte(v), &doc, argumentLimits, false); err != nil {
+				msg := "must be JSON (" + p.Type + ")"
+				var se *strictjson.Error
+				if errors.As(err, &se) && json.Valid([]byte(v)) {
+					msg = "must be acceptable JSON (" + p.Type + "): " + se.Reason
+				}
+				fields = append(fields, apperr.FieldError{Field: field, Message: msg})
 				continue
 			}
 			args[p.Name] = doc
@@ -85,6 +99,11 @@ func argumentsFromForm(tool *tools.Tool, form url.Values) (json.RawMessage, erro
 	b, err := json.Marshal(args)
 	if err != nil {
 		return nil, apperr.Invalid("Some arguments could not be read.", apperr.FieldError{Field: "arguments", Message: "could not be encoded as JSON"})
+	}
+	// What no JSON body could carry (a NUL in a text input, say) is refused
+	// here as the API would refuse it.
+	if err := strictjson.Check(b, strictjson.Limits{}); err != nil {
+		return nil, proposals.ArgumentsError(err)
 	}
 	return b, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -14,12 +15,16 @@ import (
 )
 
 // FuzzArgumentsFromForm: the cell form's decoder is total. Any form body
-// against any built-in tool gives either a JSON object or a field error,
-// never a panic or an internal error.
+// against any built-in tool gives either a field error or a JSON object
+// that passes the strict checks every JSON body passes (so the service
+// never meets what the API would refuse), never a panic or an internal
+// error.
 func FuzzArgumentsFromForm(f *testing.F) {
+	deep := url.QueryEscape(strings.Repeat(`{"a":`, 40) + "1" + strings.Repeat("}", 40))
 	for _, seed := range []string{"arg.collection=c&arg.key=k&arg.value=%7B%7D", "arg.amount=NaN&arg.currency=EUR&arg.payee=x",
 		"arg.amount=1e400", "arg.amount=-Inf", "arg.keys=%5B%22a%22%5D&arg.collection=c", "arg.value=%7B%22a%22%3A", "arg.key=%00",
-		"arg.key=%ff%fe", "arg.payload=%5B1%2C2%5D", "%zz"} {
+		"arg.key=%ff%fe", "arg.payload=%5B1%2C2%5D", "%zz", "arg.value=" + deep, "arg.value=%7B%22a%22%3A%22%5Cu0000%22%7D",
+		"arg.value=%7B%22a%22%3A1%2C%22a%22%3A2%7D", "arg.value=%7B%22a%22%3A%22%5Cud800%22%7D", "arg.value=%7B%22a%22%3A1e400%7D"} {
 		f.Add(seed)
 	}
 	r, err := tools.Builtin()
@@ -42,6 +47,9 @@ func FuzzArgumentsFromForm(f *testing.F) {
 			var m map[string]any
 			if json.Unmarshal(args, &m) != nil {
 				t.Fatalf("%s: %q gave %s, not a JSON object", tool.Name, body, args)
+			}
+			if err := strictjson.Check(args, strictjson.Limits{}); err != nil {
+				t.Fatalf("%s: %q gave %s, which the strict checks refuse: %v", tool.Name, body, args, err)
 			}
 		}
 	})

@@ -38,8 +38,12 @@ func (s *Server) verifyReceiptsNow(c echo.Context) error {
 }
 
 func verificationView(res receipts.Result) views.VerificationView {
-	return views.VerificationView{OK: res.OK, Checked: strconv.FormatInt(res.Checked, 10), HeadSeq: strconv.FormatInt(res.HeadSeq, 10),
+	v := views.VerificationView{OK: res.OK, Checked: strconv.FormatInt(res.Checked, 10), HeadSeq: strconv.FormatInt(res.HeadSeq, 10),
 		HeadHash: res.HeadHash, FirstBadSeq: strconv.FormatInt(res.FirstBadSeq, 10), Reason: res.Reason}
+	if res.ContentErrors > 0 {
+		v.ContentErrors, v.FirstContentErrorSeq = strconv.FormatInt(res.ContentErrors, 10), strconv.FormatInt(res.FirstContentErrorSeq, 10)
+	}
+	return v
 }
 
 // receiptsView reads the chain's overview for the page.

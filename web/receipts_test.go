@@ -292,14 +292,7 @@ func TestReceiptsPage_ShowsTheChainAndVerifiesNow(t *testing.T) {
 // independent Python verifier (docs/verify_receipts.py) on a real export.
 func TestVerifyScript_VerifiesAnExportAndFailsOnATamperedOne(t *testing.T) {
 	t.Parallel()
-	python, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("GATEHOUSE_TEST_REQUIRE_PYTHON") != "" {
-			t.Fatal("python3 is not on PATH, and GATEHOUSE_TEST_REQUIRE_PYTHON is set (make ensure-python installs it)")
-		}
-		t.Skip("python3 is not on PATH: the independent verifier (docs/verify_receipts.py) is not tested; `make ensure-python` installs it")
-	}
-	script, _ := filepath.Abs("../docs/verify_receipts.py")
+	python := requirePython(t)
 	e := newEnv(t)
 	e.user("admin@example.com", auth.RoleAdmin)
 	admin := e.token("admin@example.com", auth.TokenUser)
@@ -323,18 +316,7 @@ func TestVerifyScript_VerifiesAnExportAndFailsOnATamperedOne(t *testing.T) {
 	}
 	export := e.export(admin, 5)
 
-	run := func(input []byte, args ...string) (string, int) {
-		cmd := exec.Command(python, append([]string{script}, args...)...)
-		cmd.Stdin = bytes.NewReader(input)
-		out, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), code
-	}
+	run := func(input []byte, args ...string) (string, int) { return runScript(t, python, input, args...) }
 	if out, code := run(export); code != 0 || !strings.HasPrefix(out, "ok: 13 receipts, head seq 13") {
 		t.Fatalf("the script on a good export: exit %d\n%s", code, out)
 	}
@@ -389,4 +371,35 @@ func TestVerifyScript_VerifiesAnExportAndFailsOnATamperedOne(t *testing.T) {
 	if out, code := run([]byte(strings.Join(reformatted, ""))); code != 0 {
 		t.Fatalf("a reformatted export: exit %d\n%s", code, out)
 	}
+}
+
+// requirePython is python3's path, or skips the test (fails it when
+// GATEHOUSE_TEST_REQUIRE_PYTHON is set, as in CI).
+func requirePython(t *testing.T) string {
+	t.Helper()
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("GATEHOUSE_TEST_REQUIRE_PYTHON") != "" {
+			t.Fatal("python3 is not on PATH, and GATEHOUSE_TEST_REQUIRE_PYTHON is set (make ensure-python installs it)")
+		}
+		t.Skip("python3 is not on PATH: the independent verifier (docs/verify_receipts.py) is not tested; `make ensure-python` installs it")
+	}
+	return python
+}
+
+// runScript runs the independent verifier (docs/verify_receipts.py) on an
+// export and returns what it printed and its exit code.
+func runScript(t *testing.T, python string, input []byte, args ...string) (string, int) {
+	t.Helper()
+	script, _ := filepath.Abs("../docs/verify_receipts.py")
+	cmd := exec.Command(python, append([]string{script}, args...)...)
+	cmd.Stdin = bytes.NewReader(input)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
 }

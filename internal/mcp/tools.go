@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -15,6 +17,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/strictjson"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -154,11 +157,21 @@ func checkProposalTool() *sdk.Tool {
 }
 
 // splitArguments takes Gatehouse's own arguments out of a call's
-// arguments: what remains is what the tool runs with.
+// arguments: what remains is what the tool runs with. The arguments are
+// read as strictly as every JSON body (strictjson), so a duplicate key or
+// a NUL cannot mean one thing here and another in the tool.
 func splitArguments(raw json.RawMessage) (args json.RawMessage, rationale, key string, err error) {
 	fields := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		if err := json.Unmarshal(raw, &fields); err != nil {
+		if err := strictjson.Decode(raw, &fields, strictjson.Limits{}, false); err != nil {
+			var se *strictjson.Error
+			if errors.As(err, &se) && json.Valid(raw) && bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")) {
+				where := "the arguments"
+				if se.Path != "" {
+					where = strconv.Quote(se.Path)
+				}
+				return nil, "", "", fmt.Errorf("%s: %s", where, se.Reason)
+			}
 			return nil, "", "", fmt.Errorf("the arguments must be a JSON object")
 		}
 	}

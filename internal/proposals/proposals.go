@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -27,6 +28,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
+	"github.com/gatehouse/gatehouse/internal/strictjson"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -800,15 +802,38 @@ func (s *Service) Tools() []*tools.Tool { return s.tools.List() }
 // Tool returns one declaration.
 func (s *Service) Tool(name string) (*tools.Tool, bool) { return s.tools.Get(name) }
 
+// compact checks a call's arguments as strictly as every JSON body
+// (strictjson: nesting, NUL, lone surrogates, duplicate keys, number
+// size) and compacts them. Every path to a proposal, the API, the pages'
+// forms, MCP and chat, passes through here, so nothing it refuses is ever
+// stored, decided or written into a receipt.
 func compact(raw json.RawMessage) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage(`{}`)
 	}
+	if err := strictjson.Check(raw, strictjson.Limits{}); err != nil {
+		return nil, ArgumentsError(err)
+	}
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, apperr.Invalid("The arguments must be valid JSON.", apperr.FieldError{Field: "arguments", Message: "must be valid JSON"})
 	}
 	return buf.Bytes(), nil
+}
+
+// ArgumentsError is strictjson's refusal of a call's arguments as the
+// caller's field error, naming the argument ("arguments.items.3").
+func ArgumentsError(err error) error {
+	var se *strictjson.Error
+	if !errors.As(err, &se) {
+		return apperr.Invalid("The arguments must be valid JSON.", apperr.FieldError{Field: "arguments", Message: "must be valid JSON"})
+	}
+	field := "arguments"
+	if se.Path != "" {
+		field += "." + se.Path
+	}
+	return apperr.Invalid(fmt.Sprintf("The arguments are not acceptable JSON: %s at %s.", se.Reason, strconv.Quote(field)),
+		apperr.FieldError{Field: field, Message: se.Reason})
 }
 
 // sameJSON compares two JSON documents by value (jsonb reorders keys).

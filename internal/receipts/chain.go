@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"time"
 )
 
 // The chain. Each workspace's receipts form one hash chain, in seq order
@@ -83,6 +84,18 @@ type Result struct {
 	HeadHash    string `json:"head_hash"`
 	FirstBadSeq int64  `json:"first_bad_seq,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// ContentErrors counts the verified receipts whose content could not
+	// be canonicalised when they were chained (their metadata says why;
+	// the content is kept as text), and FirstContentErrorSeq names the
+	// first. They verify like any other receipt.
+	ContentErrors        int64 `json:"content_errors,omitempty"`
+	FirstContentErrorSeq int64 `json:"first_content_error_seq,omitempty"`
+	// Pending counts the receipts that wait for the sequencer, and
+	// OldestPendingAt is when the oldest was written. A receipt that has
+	// waited longer than the service's bound makes the result not OK: the
+	// chain is not keeping up, whatever its chained prefix says.
+	Pending         int64      `json:"pending"`
+	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 }
 
 // Verifier checks a chain one receipt at a time, in seq order, so a chain
@@ -121,6 +134,12 @@ func (v *Verifier) Add(r Row) bool {
 	}
 	v.prev = r.Hash
 	v.res.Checked++
+	if hasContentError(r.Metadata) {
+		if v.res.ContentErrors == 0 {
+			v.res.FirstContentErrorSeq = r.Seq
+		}
+		v.res.ContentErrors++
+	}
 	v.res.HeadSeq, v.res.HeadHash = r.Seq, hex.EncodeToString(r.Hash)
 	return true
 }
@@ -200,4 +219,18 @@ func Verify(rows iter.Seq[Row]) Result {
 		}
 	}
 	return v.Result()
+}
+
+// hasContentError reports whether metadata marks a quarantined content
+// (ContentErrorKey).
+func hasContentError(metadata json.RawMessage) bool {
+	if !bytes.Contains(metadata, []byte(`"`+ContentErrorKey+`"`)) {
+		return false // the common case, without decoding
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(metadata, &m) != nil {
+		return false
+	}
+	_, ok := m[ContentErrorKey]
+	return ok
 }

@@ -11,15 +11,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/canonjson"
+	"github.com/gatehouse/gatehouse/internal/strictjson"
 )
 
 // Kinds of receipt.
@@ -138,6 +142,9 @@ func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared,
 	if err != nil {
 		return Prepared{}, fmt.Errorf("receipts: encode: %w", err)
 	}
+	if err := hashable(contentJSON); err != nil {
+		return Prepared{}, err
+	}
 	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
 	if err != nil {
 		return Prepared{}, fmt.Errorf("receipts: encode metadata: %w", err)
@@ -147,6 +154,30 @@ func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared,
 		proposal = uuid.NullUUID{UUID: pid, Valid: true}
 	}
 	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, Metadata: meta}, nil
+}
+
+// contentLimits bound what a receipt may hold: well inside what RFC 8785
+// canonicalisation takes (canonjson nests at most 1000 deep), and loose
+// enough for any arguments that passed the callers' strict checks (nested
+// at most strictjson.DefaultMaxDepth) as PostgreSQL gives them back (a
+// number stored as 1e300 comes back with 301 digits).
+var contentLimits = strictjson.Limits{MaxDepth: 2 * strictjson.DefaultMaxDepth, MaxNumberLen: 1024}
+
+// hashable refuses content the sequencer could not canonicalise, so no
+// such receipt is ever stored: every path checks its input strictly
+// first, so this only meets arguments stored before it did. The check is
+// strictjson's single linear pass, not the canonicalisation itself.
+func hashable(content []byte) error {
+	err := strictjson.Check(content, contentLimits)
+	if err == nil {
+		return nil
+	}
+	var se *strictjson.Error
+	if errors.As(err, &se) && (se.Path == "arguments" || strings.HasPrefix(se.Path, "arguments.") || strings.HasPrefix(se.Path, "arguments_before")) {
+		return apperr.Invalid(fmt.Sprintf("The call's arguments cannot be recorded in a receipt: %s; nothing was done.", se.Reason),
+			apperr.FieldError{Field: "arguments", Message: se.Reason})
+	}
+	return fmt.Errorf("receipts: content cannot be canonicalised: %w", err)
 }
 
 // Record writes a receipt for c with q, in the caller's transaction (the

@@ -96,14 +96,23 @@ func chainBatch(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, now time.
 	}
 	arg := db.ChainReceiptsParams{WorkspaceID: ws, ChainedAt: &now,
 		Ids: make([]uuid.UUID, len(rows)), Seqs: make([]int64, len(rows)), PrevHashes: make([][]byte, len(rows)), Hashes: make([][]byte, len(rows)),
-		ContentHashes: make([][]byte, len(rows))}
+		ContentHashes: make([][]byte, len(rows)), Contents: make([]string, len(rows)), Metadatas: make([]string, len(rows))}
 	for i, r := range rows {
 		seq := head + int64(i) + 1
 		if r.ContentHash == nil {
-			// Written on the automatic path: the content hash is computed
-			// here, in the batch, from the content as stored.
-			if r.ContentHash, err = ContentHash(json.RawMessage(r.Content)); err != nil {
-				return 0, fmt.Errorf("receipts: sequence %s: content hash of %s: %w", ws, r.ID, err)
+			// The content hash is computed here, in the batch, from the
+			// content as stored.
+			var cerr error
+			if r.ContentHash, cerr = ContentHash(json.RawMessage(r.Content)); cerr != nil {
+				// Stored before every path checked its JSON strictly: one
+				// receipt must not stop the chain, so it is chained kept
+				// as text, its metadata saying so (see quarantine).
+				q, err := quarantine(r.Content, r.Metadata, cerr)
+				if err != nil {
+					return 0, fmt.Errorf("receipts: sequence %s: content of %s: %w", ws, r.ID, err)
+				}
+				r.ContentHash, r.Metadata = q.contentHash, q.metadata
+				arg.Contents[i], arg.Metadatas[i] = string(q.content), string(q.metadata)
 			}
 		}
 		arg.ContentHashes[i] = r.ContentHash
@@ -125,4 +134,41 @@ func chainBatch(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, now time.
 		return 0, fmt.Errorf("receipts: sequence %s: commit: %w", ws, err)
 	}
 	return len(rows), nil
+}
+
+// ContentErrorKey is the metadata member that marks a receipt whose
+// content could not be canonicalised when it was chained; its value says
+// why. Being metadata, it is hashed into the chain.
+const ContentErrorKey = "content_error"
+
+// quarantined is a receipt's content made hashable.
+type quarantined struct {
+	content, metadata, contentHash []byte
+}
+
+// quarantine turns content that RFC 8785 cannot canonicalise (nested
+// deeper than canonjson allows, say) into content that it can, losing
+// nothing: {"content_error": why, "content_text": the stored JSON as a
+// string}. The metadata gains content_error too, so verifiers count such
+// receipts and the chain proves which they are.
+func quarantine(content, metadata []byte, cause error) (quarantined, error) {
+	why := cause.Error()
+	b, err := json.Marshal(map[string]string{ContentErrorKey: why, "content_text": string(content)})
+	if err != nil {
+		return quarantined{}, fmt.Errorf("encode quarantined content: %w", err)
+	}
+	meta := map[string]json.RawMessage{}
+	if err := json.Unmarshal(metadata, &meta); err != nil {
+		return quarantined{}, fmt.Errorf("metadata is not a JSON object: %w", err)
+	}
+	meta[ContentErrorKey], _ = json.Marshal(why)
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return quarantined{}, fmt.Errorf("encode metadata: %w", err)
+	}
+	hash, err := ContentHash(json.RawMessage(b))
+	if err != nil {
+		return quarantined{}, err
+	}
+	return quarantined{content: b, metadata: m, contentHash: hash}, nil
 }

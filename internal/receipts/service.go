@@ -60,10 +60,29 @@ type Service struct {
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	signer *Signer
+	// stallBound is how long a receipt may wait for the sequencer before a
+	// verification fails; now is the clock it is measured with.
+	stallBound time.Duration
+	now        func() time.Time
 }
 
+// DefaultStallBound is how long a receipt may wait to be chained before a
+// verification reports the chain as stalled. The sequencer chains within
+// a second; a backlog of a million receipts takes about a minute.
+const DefaultStallBound = 5 * time.Minute
+
 // NewService returns the receipts service, without a signing key.
-func NewService(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
+func NewService(pool *pgxpool.Pool) *Service {
+	return &Service{pool: pool, q: db.New(pool), stallBound: DefaultStallBound, now: time.Now}
+}
+
+// WithStallBound returns the service failing verifications over receipts
+// that have waited longer than d to be chained, measured with now.
+func (s *Service) WithStallBound(d time.Duration, now func() time.Time) *Service {
+	out := *s
+	out.stallBound, out.now = d, now
+	return &out
+}
 
 // WithSigner returns the service signing checkpoints with s.
 func (s *Service) WithSigner(signer *Signer) *Service {
@@ -131,8 +150,31 @@ const verifyPage = 1000
 // head, reading it a page at a time; with a checkpoint, it also proves
 // the chain extends it (the checkpoint's signature is the caller's to
 // check: VerifyCheckpoint). Receipts appended while it reads are verified
-// too. Unchained receipts are not part of the chain yet.
+// too. Unchained receipts are not part of the chain yet, but one that has
+// waited longer than the stall bound makes the result not OK.
 func (s *Service) VerifyWorkspace(ctx context.Context, ws uuid.UUID, cp *Checkpoint) (Result, error) {
+	res, err := s.verifyChain(ctx, ws, cp)
+	if err != nil {
+		return Result{}, err
+	}
+	p, err := s.q.CountUnchainedReceipts(ctx, ws)
+	if err != nil {
+		return Result{}, fmt.Errorf("receipts: verify %s: pending: %w", ws, err)
+	}
+	if res.Pending = p.Pending; p.Pending > 0 {
+		oldest := p.Oldest.UTC()
+		res.OldestPendingAt = &oldest
+		if waited := s.now().Sub(oldest); waited > s.stallBound && res.OK {
+			res.OK, res.FirstBadSeq = false, res.HeadSeq+1
+			res.Reason = fmt.Sprintf("%d receipts wait to be chained, the oldest for %s (since %s), longer than %s: the sequencer is stalled or far behind",
+				p.Pending, waited.Round(time.Second), oldest.Format(time.RFC3339), s.stallBound)
+		}
+	}
+	return res, nil
+}
+
+// verifyChain verifies the chained receipts (VerifyWorkspace).
+func (s *Service) verifyChain(ctx context.Context, ws uuid.UUID, cp *Checkpoint) (Result, error) {
 	v := NewVerifier()
 	if cp != nil {
 		v.Expect(cp.Seq, cp.HeadHashBytes())

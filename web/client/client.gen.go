@@ -1414,11 +1414,14 @@ type Problem struct {
 		Message string `json:"message"`
 	} `json:"errors,omitempty"`
 
-	// ProposalId With a human-only refusal: the prepared action that waits for the principal.
+	// OutcomeUnknown With 503: the connection to the database failed after the call's COMMIT was sent, so the call may have been recorded. Retry with the same Idempotency-Key to get its real outcome (after the key's lease), or read proposal_id.
+	OutcomeUnknown *bool `json:"outcome_unknown,omitempty"`
+
+	// ProposalId With a human-only refusal: the prepared action that waits for the principal. With outcome_unknown: the proposal the call was recording (GET it: not found means it was not recorded).
 	ProposalId *string `json:"proposal_id,omitempty"`
 	RequestId  *string `json:"request_id,omitempty"`
 
-	// RetryAfter With 429: seconds until the limit's window ends (also the Retry-After header).
+	// RetryAfter Seconds to wait before trying again, also the Retry-After header: with 429 until the limit's window ends, with 409 the rest of an idempotency key's lease, with 503 while the database is unavailable.
 	RetryAfter *int   `json:"retry_after,omitempty"`
 	Status     int    `json:"status"`
 	Title      string `json:"title"`
@@ -1565,15 +1568,25 @@ type ReceiptCheckpoint struct {
 	WorkspaceId openapi_types.UUID `json:"workspace_id"`
 }
 
-// ReceiptVerification What a verification found. checked, head_seq and head_hash describe the prefix that verified (the whole chain when ok).
+// ReceiptVerification What a verification found. checked, head_seq and head_hash describe the prefix that verified (the whole chain when ok). A receipt that has waited longer than five minutes to be chained makes ok false (a stalled sequencer), with first_bad_seq the seq it would take.
 type ReceiptVerification struct {
 	Checked int `json:"checked"`
 
+	// ContentErrors Verified receipts whose content could not be canonicalised when chained (stored before arguments were checked strictly): kept as text in content.content_text, and marked by metadata.content_error, which the chain covers.
+	ContentErrors *int `json:"content_errors,omitempty"`
+
 	// FirstBadSeq The first seq at which the chain no longer verifies.
-	FirstBadSeq *int                `json:"first_bad_seq,omitempty"`
-	HeadHash    string              `json:"head_hash"`
-	HeadSeq     int                 `json:"head_seq"`
-	Ok          bool                `json:"ok"`
+	FirstBadSeq          *int   `json:"first_bad_seq,omitempty"`
+	FirstContentErrorSeq *int   `json:"first_content_error_seq,omitempty"`
+	HeadHash             string `json:"head_hash"`
+	HeadSeq              int    `json:"head_seq"`
+	Ok                   bool   `json:"ok"`
+
+	// OldestPendingAt When the oldest of them was written.
+	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
+
+	// Pending Receipts that wait for the sequencer (not part of the chain yet).
+	Pending     int                 `json:"pending"`
 	Reason      *string             `json:"reason,omitempty"`
 	WorkspaceId *openapi_types.UUID `json:"workspace_id,omitempty"`
 }
@@ -2082,6 +2095,14 @@ func (a *Problem) UnmarshalJSON(b []byte) error {
 		delete(object, "errors")
 	}
 
+	if raw, found := object["outcome_unknown"]; found {
+		err = json.Unmarshal(raw, &a.OutcomeUnknown)
+		if err != nil {
+			return fmt.Errorf("error reading 'outcome_unknown': %w", err)
+		}
+		delete(object, "outcome_unknown")
+	}
+
 	if raw, found := object["proposal_id"]; found {
 		err = json.Unmarshal(raw, &a.ProposalId)
 		if err != nil {
@@ -2177,6 +2198,13 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 		object["errors"], err = json.Marshal(a.Errors)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'errors': %w", err)
+		}
+	}
+
+	if a.OutcomeUnknown != nil {
+		object["outcome_unknown"], err = json.Marshal(a.OutcomeUnknown)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'outcome_unknown': %w", err)
 		}
 	}
 
