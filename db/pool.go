@@ -54,6 +54,14 @@ func unmarshalJSON(data []byte, v any) error {
 // checks its plan uses the trigram indexes.
 const SearchRecordsSQL = searchRecords
 
+// SearchRecordsByKeyPrefixSQL and SearchCollectionByKeyPrefixSQL are
+// records.search's statements for a query too short for a trigram, for
+// the test that checks their plans stop at the limit (migration 26).
+const (
+	SearchRecordsByKeyPrefixSQL    = searchRecordsByKeyPrefix
+	SearchCollectionByKeyPrefixSQL = searchCollectionByKeyPrefix
+)
+
 // CountWaitingCardsSQL and ListAgentOutcomesSQL are the home page's and
 // the header's statements over a user's proposals, for the test that
 // checks their plans use indexes (migration 25).

@@ -183,6 +183,58 @@ func (q *Queries) PutRecord(ctx context.Context, arg PutRecordParams) (PutRecord
 	return i, err
 }
 
+const searchCollectionByKeyPrefix = `-- name: SearchCollectionByKeyPrefix :many
+SELECT collection, key, value, notes, updated_at FROM records
+WHERE workspace_id = $1
+  AND lower(key) COLLATE "C" >= lower($3::text)
+  AND lower(key) COLLATE "C" < lower($3::text) || chr(1114111)
+  AND collection = $2
+ORDER BY lower(key) COLLATE "C", collection, key
+LIMIT 50
+`
+
+type SearchCollectionByKeyPrefixParams struct {
+	WorkspaceID uuid.UUID
+	Collection  string
+	Prefix      string
+}
+
+type SearchCollectionByKeyPrefixRow struct {
+	Collection string
+	Key        string
+	Value      json.RawMessage
+	Notes      json.RawMessage
+	UpdatedAt  time.Time
+}
+
+// SearchRecordsByKeyPrefix in one collection, which the index checks
+// before the table is read.
+func (q *Queries) SearchCollectionByKeyPrefix(ctx context.Context, arg SearchCollectionByKeyPrefixParams) ([]SearchCollectionByKeyPrefixRow, error) {
+	rows, err := q.db.Query(ctx, searchCollectionByKeyPrefix, arg.WorkspaceID, arg.Collection, arg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SearchCollectionByKeyPrefixRow{}
+	for rows.Next() {
+		var i SearchCollectionByKeyPrefixRow
+		if err := rows.Scan(
+			&i.Collection,
+			&i.Key,
+			&i.Value,
+			&i.Notes,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const searchRecords = `-- name: SearchRecords :many
 WITH hits AS MATERIALIZED (
     SELECT collection, key, value, notes, updated_at FROM records
@@ -222,6 +274,60 @@ func (q *Queries) SearchRecords(ctx context.Context, arg SearchRecordsParams) ([
 	items := []SearchRecordsRow{}
 	for rows.Next() {
 		var i SearchRecordsRow
+		if err := rows.Scan(
+			&i.Collection,
+			&i.Key,
+			&i.Value,
+			&i.Notes,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const searchRecordsByKeyPrefix = `-- name: SearchRecordsByKeyPrefix :many
+SELECT collection, key, value, notes, updated_at FROM records
+WHERE workspace_id = $1
+  AND lower(key) COLLATE "C" >= lower($2::text)
+  AND lower(key) COLLATE "C" < lower($2::text) || chr(1114111)
+ORDER BY lower(key) COLLATE "C", collection, key
+LIMIT 50
+`
+
+type SearchRecordsByKeyPrefixParams struct {
+	WorkspaceID uuid.UUID
+	Prefix      string
+}
+
+type SearchRecordsByKeyPrefixRow struct {
+	Collection string
+	Key        string
+	Value      json.RawMessage
+	Notes      json.RawMessage
+	UpdatedAt  time.Time
+}
+
+// records.search of a query too short for a trigram: the records whose
+// key starts with it, case-insensitively (lower() as ILIKE folds), in key
+// order, read through records_key_prefix_idx (migration 26) up to the
+// 50th. In byte order (COLLATE "C") the keys starting with p run from p
+// up to p followed by U+10FFFF, the last code point; only a key that
+// goes on with that noncharacter itself falls outside.
+func (q *Queries) SearchRecordsByKeyPrefix(ctx context.Context, arg SearchRecordsByKeyPrefixParams) ([]SearchRecordsByKeyPrefixRow, error) {
+	rows, err := q.db.Query(ctx, searchRecordsByKeyPrefix, arg.WorkspaceID, arg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []SearchRecordsByKeyPrefixRow{}
+	for rows.Next() {
+		var i SearchRecordsByKeyPrefixRow
 		if err := rows.Scan(
 			&i.Collection,
 			&i.Key,

@@ -13,6 +13,31 @@ SELECT collection, key, value, notes, updated_at FROM hits
 ORDER BY collection, key
 LIMIT 50;
 
+-- name: SearchRecordsByKeyPrefix :many
+-- records.search of a query too short for a trigram: the records whose
+-- key starts with it, case-insensitively (lower() as ILIKE folds), in key
+-- order, read through records_key_prefix_idx (migration 26) up to the
+-- 50th. In byte order (COLLATE "C") the keys starting with p run from p
+-- up to p followed by U+10FFFF, the last code point; only a key that
+-- goes on with that noncharacter itself falls outside.
+SELECT collection, key, value, notes, updated_at FROM records
+WHERE workspace_id = $1
+  AND lower(key) COLLATE "C" >= lower(sqlc.arg(prefix)::text)
+  AND lower(key) COLLATE "C" < lower(sqlc.arg(prefix)::text) || chr(1114111)
+ORDER BY lower(key) COLLATE "C", collection, key
+LIMIT 50;
+
+-- name: SearchCollectionByKeyPrefix :many
+-- SearchRecordsByKeyPrefix in one collection, which the index checks
+-- before the table is read.
+SELECT collection, key, value, notes, updated_at FROM records
+WHERE workspace_id = $1
+  AND lower(key) COLLATE "C" >= lower(sqlc.arg(prefix)::text)
+  AND lower(key) COLLATE "C" < lower(sqlc.arg(prefix)::text) || chr(1114111)
+  AND collection = $2
+ORDER BY lower(key) COLLATE "C", collection, key
+LIMIT 50;
+
 -- name: GetRecord :one
 SELECT collection, key, value, notes, updated_at FROM records WHERE workspace_id = $1 AND collection = $2 AND key = $3;
 

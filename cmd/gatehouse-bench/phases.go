@@ -168,10 +168,16 @@ func (b *bench) phases(ctx context.Context, o options, rep *report) error {
 		rep.phases = append(rep.phases, r)
 		fmt.Fprintln(b.out, progress(r))
 	}
-	// Searches first, while the records table holds little more than the
-	// seeded collection: the phase measures the gate, not a growing scan.
+	// Reads first, while the records table holds little more than the
+	// seeded collection: the phases measure the gate, not a growing scan.
 	add(b.loop(ctx, "records.search, auto-run", n, o.duration, http.StatusOK, search(hot)),
 		"read in one conversation: decide, record, run, record")
+	// records.get reads one record by its primary key: the read path's
+	// cost with next to nothing of the tool's own.
+	add(b.loop(ctx, "records.get, auto-run", n, o.duration, http.StatusOK, func(_ int, i uint64, t *vegeta.Target) error {
+		b.post(t, b.callsURL(hot), b.agent, fmt.Appendf(nil, `{"tool":"records.get","arguments":{"collection":"lookup","key":"client-%02d"},"rationale":"benchmark: read a client"}`, i%20))
+		return nil
+	}), "read one of the seeded records by key, in the same conversation: the read path without the search")
 
 	headline := "records.put, auto-apply, one conversation"
 	var profile chan string

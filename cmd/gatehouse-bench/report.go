@@ -349,8 +349,9 @@ of max(8, 2 × cores) connections; group commit with three in four of them
 as writers, so automatic calls beyond that many in flight share a
 transaction: the overload phase, at four times the clients, is where that
 shows, against pgbench at the same count). The phases run in the table's order,
-after a short unmeasured warm-up; searches run first, while the records
-table holds little more than the 20 seeded records they look in. "server
+after a short unmeasured warm-up; the reads (records.search, then
+records.get) run first, while the records table holds little more than
+the 20 seeded records they read. "server
 RSS" is the server's resident memory (VmRSS of /proc/<pid>/status) at the
 start and end of the phase; PostgreSQL's own memory is not included.
 

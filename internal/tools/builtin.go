@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -53,9 +54,10 @@ func Builtin(opts ...Option) (*Registry, error) {
 	decls := []Tool{
 		{
 			Name: "records.search", Effect: policy.EffectRead,
-			Description: "Find records whose key or value contains the query, optionally in one collection.",
+			Description: "Find records, case-insensitively, optionally in one collection: a query of 3 characters or more anywhere in a key or value, " +
+				"a shorter one at the start of a key. At most 50 records.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["query"],
-				"properties": {"query": {"type": "string", "maxLength": 200, "description": "Text to find in keys and values"}, "collection": ` + collectionSchema + `}}`),
+				"properties": {"query": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Text to find: 3 characters or more anywhere in keys and values; 1 or 2 at the start of a key"}, "collection": ` + collectionSchema + `}}`),
 			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
 			Execute:  searchRecords,
 		},
@@ -193,6 +195,12 @@ func notFound(collection, key string) error {
 	return apperr.Errorf(apperr.ENOTFOUND, "No record %q in collection %q.", key, collection)
 }
 
+// trigramLength is the shortest query the trigram indexes serve (pg_trgm
+// indexes three characters at a time). A shorter one would read every
+// record of the workspace, so it matches the start of a key instead,
+// through an index walked in the results' order (migration 26).
+const trigramLength = 3
+
 func searchRecords(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
 	a, err := decode[struct {
 		Query      string  `json:"query"`
@@ -201,11 +209,27 @@ func searchRecords(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.R
 	if err != nil {
 		return nil, err
 	}
-	p := db.SearchRecordsParams{WorkspaceID: ws, Query: a.Query}
-	if a.Collection != nil {
-		p.Collection = pgtype.Text{String: *a.Collection, Valid: true}
+	var rows []db.SearchRecordsRow
+	switch {
+	case utf8.RuneCountInString(a.Query) >= trigramLength:
+		p := db.SearchRecordsParams{WorkspaceID: ws, Query: a.Query}
+		if a.Collection != nil {
+			p.Collection = pgtype.Text{String: *a.Collection, Valid: true}
+		}
+		rows, err = q.SearchRecords(ctx, p)
+	case a.Collection != nil:
+		var found []db.SearchCollectionByKeyPrefixRow
+		found, err = q.SearchCollectionByKeyPrefix(ctx, db.SearchCollectionByKeyPrefixParams{WorkspaceID: ws, Collection: *a.Collection, Prefix: a.Query})
+		for _, r := range found {
+			rows = append(rows, db.SearchRecordsRow(r))
+		}
+	default:
+		var found []db.SearchRecordsByKeyPrefixRow
+		found, err = q.SearchRecordsByKeyPrefix(ctx, db.SearchRecordsByKeyPrefixParams{WorkspaceID: ws, Prefix: a.Query})
+		for _, r := range found {
+			rows = append(rows, db.SearchRecordsRow(r))
+		}
 	}
-	rows, err := q.SearchRecords(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("tools: search records: %w", err)
 	}

@@ -6,7 +6,8 @@ package tools
 var builtinCheatsheets = map[string]string{
 	"records.search": `# records.search
 
-- Finds records whose key or value contains ` + "`query`" + ` (case-insensitive), optionally in one ` + "`collection`" + `.
+- Finds records whose key or value contains ` + "`query`" + ` (case-insensitive), optionally in one ` + "`collection`" + `; at most 50.
+- A ` + "`query`" + ` of one or two characters matches only the **start of a key** (in key order): to find text inside keys or values, send three characters or more.
 - A read: it runs at once. Search before you write, so you update the record that exists instead of creating a twin.
 `,
 	"records.get": `# records.get

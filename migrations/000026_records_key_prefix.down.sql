@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS records_key_prefix_idx;

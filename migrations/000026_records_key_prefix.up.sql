@@ -1,0 +1,13 @@
+-- records.search of one or two characters reads through an index, and
+-- stops at its 50th match.
+--
+-- Why: pg_trgm cannot serve a query shorter than a trigram, so such a
+-- search read every record of the workspace (8× the time of records.get
+-- at 13,000 records). A short query now matches the start of a key,
+-- case-insensitively (SearchRecordsByKeyPrefix,
+-- SearchCollectionByKeyPrefix): a range of lower(key) in byte order
+-- (COLLATE "C", whatever the database's collation), walked in the order
+-- the search returns, so the scan ends at the LIMIT. The collection
+-- follows the key, so a search in one collection checks it in the index
+-- and reads from the table only the records it returns.
+CREATE INDEX records_key_prefix_idx ON records (workspace_id, lower(key) COLLATE "C", collection, key);
