@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -201,6 +202,10 @@ func notFound(collection, key string) error {
 // through an index walked in the results' order (migration 26).
 const trigramLength = 3
 
+// likeLiteral escapes ILIKE's wildcards (and its escape character), so a
+// query's "_" or "%" finds itself, not any character or any text.
+var likeLiteral = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
 func searchRecords(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {
 	a, err := decode[struct {
 		Query      string  `json:"query"`
@@ -212,7 +217,7 @@ func searchRecords(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.R
 	var rows []db.SearchRecordsRow
 	switch {
 	case utf8.RuneCountInString(a.Query) >= trigramLength:
-		p := db.SearchRecordsParams{WorkspaceID: ws, Query: a.Query}
+		p := db.SearchRecordsParams{WorkspaceID: ws, Query: likeLiteral.Replace(a.Query)}
 		if a.Collection != nil {
 			p.Collection = pgtype.Text{String: *a.Collection, Valid: true}
 		}

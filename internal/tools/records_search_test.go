@@ -35,6 +35,8 @@ func TestRecordsSearch_ShortQueryMatchesTheStartOfAKey(t *testing.T) {
 	put(ws, "clients", "bacon", `{}`)                  // contains "ac", does not start with it
 	put(ws, "clients", "zed", `{"name": "Acme Corp"}`) // only its value does
 	put(ws, "archive", "ace", `{}`)
+	put(ws, "archive", "a_c_100%", `{}`)
+	put(ws, "archive", "abc", `{"n": "1000"}`) // what a_c and 00% would match as LIKE patterns
 	put(other, "clients", "acme-other", `{}`)
 	tool := mustTool(t, mustBuiltin(t), "records.search")
 
@@ -43,7 +45,9 @@ func TestRecordsSearch_ShortQueryMatchesTheStartOfAKey(t *testing.T) {
 		want       []string // collection/key, in order
 	}{
 		{"two characters", `{"query": "ac"}`, []string{"archive/ace", "clients/acme", "clients/ACORN"}},
-		{"one character, any case", `{"query": "A"}`, []string{"archive/ace", "clients/acme", "clients/ACORN"}},
+		{"one character, any case", `{"query": "A"}`, []string{"archive/a_c_100%", "archive/abc", "archive/ace", "clients/acme", "clients/ACORN"}},
+		{"LIKE's wildcards are plain characters", `{"query": "a_c"}`, []string{"archive/a_c_100%"}},
+		{"a percent sign too", `{"query": "00%"}`, []string{"archive/a_c_100%"}},
 		{"two characters in one collection", `{"query": "AC", "collection": "clients"}`, []string{"clients/acme", "clients/ACORN"}},
 		{"no key starts with it", `{"query": "on"}`, nil},
 		{"three characters, anywhere", `{"query": "aco"}`, []string{"clients/ACORN", "clients/bacon"}},
