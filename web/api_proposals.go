@@ -170,7 +170,8 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 			return merr
 		}
 		if serr := idem.Store(ctx, proposals.StoredResponse{Status: prob.Status, ContentType: "application/problem+json", Body: body}); serr != nil {
-			return serr
+			// Recorded and linked to its key, as below.
+			s.log.Warn("storing an idempotent response", "err", serr, "proposal_id", p.ID, "request_id", prob.RequestID)
 		}
 		return err
 	}
@@ -185,7 +186,10 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		return err
 	}
 	if err := idem.Store(ctx, proposals.StoredResponse{Status: proposalStatus(p), ContentType: echo.MIMEApplicationJSON, Body: answer}); err != nil {
-		return err
+		// The call is recorded and its key linked to it: the caller gets
+		// its outcome now, and a retry its real state after the key's
+		// lease. A 503 here would say nothing was done.
+		s.log.Warn("storing an idempotent response", "err", err, "proposal_id", p.ID, "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
 	}
 	return c.Blob(proposalStatus(p), echo.MIMEApplicationJSON, answer)
 }

@@ -1,22 +1,27 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/views"
 )
 
@@ -92,17 +97,20 @@ func problemFor(c echo.Context, err error) problem {
 
 // toProblem turns any error into what the caller may see. Only errors that
 // carry a code (apperr.Error, echo.HTTPError) show their message. A
-// database that cannot be reached is 503 with a retry hint, not 500; a
-// value the database refused as data (a gap in validation, logged as a
-// bug) is 400, never 500.
+// database that cannot be reached is 503 with a retry hint, not 500 (and
+// says so when a call's COMMIT was lost on the way: the call may have
+// been recorded); a value the database refused as data (a gap in
+// validation, logged as a bug) is 400, never 500.
 func toProblem(err error) problem {
 	var ae *apperr.Error
 	var he *echo.HTTPError
 	var pe *pgconn.PgError
 	switch {
+	case errors.Is(err, proposals.ErrOutcomeUnknown):
+		return outcomeUnknown(err)
 	case dbUnavailable(err):
 		return problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
-			Detail: "The database cannot be reached right now; retry shortly.", Extra: map[string]any{"retry_after": 5}}
+			Detail: "The database cannot be reached right now; retry shortly.", Extra: map[string]any{"retry_after": dbRetryAfter}}
 	case errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"):
 		return problem{Status: http.StatusBadRequest, Code: apperr.EBADREQ, Detail: "The request holds a value that cannot be stored.", dataBug: true}
 	case errors.As(err, &ae):
@@ -127,6 +135,29 @@ func toProblem(err error) problem {
 	default:
 		return problem{Status: http.StatusInternalServerError, Code: apperr.EINTERNAL, Detail: "Internal error."}
 	}
+}
+
+// dbRetryAfter is the seconds a 503 of an unreachable database asks a
+// client to wait.
+const dbRetryAfter = 5
+
+// outcomeUnknown is the 503 of a call whose COMMIT was sent but whose
+// answer the connection lost: it may have been recorded. A retry with the
+// same idempotency key answers with what really happened (after the key's
+// lease), and so does the proposal, when its id is known.
+func outcomeUnknown(err error) problem {
+	p := problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
+		Detail: "The database connection failed while the call was being committed: it may have been recorded. " +
+			"Retry with the same Idempotency-Key to get its real outcome.",
+		Extra: map[string]any{"retry_after": dbRetryAfter, "outcome_unknown": true}}
+	var ue *proposals.OutcomeUnknownError
+	if errors.As(err, &ue) && ue.ProposalID != uuid.Nil {
+		id := ue.ProposalID.String()
+		p.Extra["proposal_id"] = id
+		p.Detail = "The database connection failed while the call was being committed: it may have been recorded as proposal " + id + ". " +
+			"Retry with the same Idempotency-Key to get its real outcome, or read /api/v1/proposals/" + id + " (not found: it was not recorded)."
+	}
+	return p
 }
 
 // handleError is the one error handler: problem+json under /api/, an htmx
@@ -229,21 +260,41 @@ func wantsJSON(c echo.Context) bool {
 }
 
 // dbUnavailable reports whether err means the database could not be
-// reached or is shutting down, as opposed to refusing the request.
+// reached, went away mid-request or is shutting down, as opposed to
+// refusing the request. pgx reports a connection lost mid-answer as
+// io.ErrUnexpectedEOF (the server closed it) or a *net.OpError (reset,
+// broken pipe), and a use of the connection it then closed as
+// pgconn.ErrConnClosed.
 func dbUnavailable(err error) bool {
 	var ce *pgconn.ConnectError
 	var pe *pgconn.PgError
 	var ne *net.OpError
 	switch {
+	case err == nil, errors.Is(err, pgx.ErrTxCommitRollback), errors.Is(err, context.Canceled):
+		// A COMMIT that rolled back was answered by the database; a
+		// canceled request is its caller's going away.
+		return false
 	case errors.As(err, &ce):
 		return true
 	case errors.As(err, &pe):
-		// connection exceptions, admin or crash shutdown, cannot connect now,
-		// too many connections
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "53300"
-	case errors.As(err, &ne):
+		// connection exceptions, admin or crash shutdown, cannot connect
+		// now, idle timeouts (the server closed the session), too many
+		// connections
+		switch pe.Code {
+		case "57P01", "57P02", "57P03", "57P05", "25P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08")
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNABORTED),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ETIMEDOUT):
+		return true
+	case pgconn.Timeout(err), errors.As(err, &ne):
 		return true
 	}
+	// Not pgconn.SafeToRetry: it also holds for a connection used twice
+	// at once ("conn busy"), which is a bug.
 	return false
 }
 

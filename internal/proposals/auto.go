@@ -22,10 +22,13 @@ import (
 // Gatehouse's database (or a dry run): in the transaction that decided it,
 // the tool runs, then one statement records the proposal in its final
 // state, its transcript line, its audit rows and its receipt
-// (RecordAutoCall). A crash leaves it done or not started. A tool that
-// fails takes its own work with it: the transaction rolls back, and the
-// failed call is recorded in a fresh one (a call that did nothing is not
-// counted against rate limits).
+// (RecordAutoCall). A crash leaves it done or not started; a connection
+// lost once the COMMIT is sent leaves the caller not knowing which (an
+// OutcomeUnknownError naming the call's id). A tool that fails takes its
+// own work with it: the transaction rolls back, and the failed call is
+// recorded in a fresh one (a call that did nothing is not counted against
+// rate limits). A database lost while the tool runs is not the tool
+// failing: nothing is recorded, and the caller gets the error.
 func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Principal, params db.InsertProposalParams,
 	tool *tools.Tool, args json.RawMessage, d decision, created map[string]any, idem *Idem) (Proposal, error) {
 	// Time-ordered (UUIDv7), like the database's default for proposals.
@@ -44,6 +47,12 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 		}
 		result = b
 	} else if out, execErr := tool.Execute(ctx, q, p.WorkspaceID, args); execErr != nil {
+		if tx.Conn().IsClosed() {
+			// The database went away, not the tool: its work went with
+			// the transaction, and there is nothing to record (a failed
+			// call would say the tool failed).
+			return Proposal{}, fmt.Errorf("proposals: %s: %w", tool.Name, execErr)
+		}
 		failure = s.failureText(tool, db.Proposal{ID: id}, execErr)
 		tx.Rollback(ctx)
 		var err error
@@ -64,7 +73,7 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 		// the COMMIT, in one round trip.
 		out, err := s.recordAuto(ctx, db.New(ct.committing()), p, id, params, tool, result, failure, dry, created)
 		if err != nil {
-			return Proposal{}, err
+			return Proposal{}, unknownOutcome(id, err)
 		}
 		out.Decision, out.EffectDecision = &d.Decision, &d.Decision
 		s.announce(announced(params), false)
@@ -78,7 +87,9 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 		return Proposal{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
+		// A COMMIT whose answer was lost: the caller is told that the call
+		// (this id) may have been recorded.
+		return Proposal{}, unknownOutcome(id, fmt.Errorf("proposals: commit: %w", err))
 	}
 	// The decision taken in this transaction is the one just stored (and
 	// its effect-time decision): no need to decode what was encoded.

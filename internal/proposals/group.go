@@ -40,8 +40,8 @@ import (
 //     committed, so nothing runs twice; the failing call fails alone, as
 //     it would have;
 //   - a connection lost after the COMMIT was sent leaves the outcome
-//     unknown: every call gets the error, as a call alone would, and none
-//     runs again.
+//     unknown: every call gets an OutcomeUnknownError naming its
+//     proposal, as a call alone would, and none runs again.
 //
 // There is no timer: a call waits only while a group transaction is
 // already writing (at most writers of them at once). One client alone
@@ -249,10 +249,11 @@ func (s *Service) commitGroup(calls []*grouped, sent func()) {
 	}
 	rerun = false
 	createdAt, err := s.groupRecord(ctx, tx, members, sent)
-	rerun = err != nil && !errors.Is(err, errGroupUnknown)
-	if errors.Is(err, errGroupUnknown) {
+	rerun = err != nil && !errors.Is(err, ErrOutcomeUnknown)
+	if errors.Is(err, ErrOutcomeUnknown) {
+		// Each caller is told which proposal may have been recorded.
 		for _, m := range members {
-			m.g.err = err
+			m.g.err = unknownOutcome(m.rec.ID, err)
 		}
 		return
 	}
@@ -384,13 +385,10 @@ func (s *Service) groupExecute(ctx context.Context, q *db.Queries, m *member) er
 	return err
 }
 
-// errGroupUnknown is a group's COMMIT whose outcome is unknown (the
-// connection failed after it was sent): the calls may have been recorded,
-// so none may run again.
-var errGroupUnknown = errors.New("proposals: the connection failed while committing; the calls' outcome is unknown")
-
 // groupRecord writes every member's record in one statement, sent with
-// the COMMIT, and returns the transaction's time.
+// the COMMIT, and returns the transaction's time. An error that is
+// ErrOutcomeUnknown (the connection failed after the COMMIT was sent)
+// means the calls may have been recorded, so none may run again.
 func (s *Service) groupRecord(ctx context.Context, tx *callTx, members []*member, sent func()) (time.Time, error) {
 	rows := make([]autoRow, len(members))
 	for i, m := range members {
@@ -405,14 +403,19 @@ func (s *Service) groupRecord(ctx context.Context, tx *callTx, members []*member
 	case err == nil && int(r.Recorded) != len(members):
 		// Cannot happen with the statement as written; if it did, the
 		// transaction has committed rows that do not match the calls.
-		return time.Time{}, fmt.Errorf("%w: %d recorded of %d", errGroupUnknown, r.Recorded, len(members))
+		return time.Time{}, fmt.Errorf("%w: %d recorded of %d", ErrOutcomeUnknown, r.Recorded, len(members))
 	case err == nil:
 		return r.CreatedAt, nil
+	case errors.Is(err, ErrOutcomeUnknown):
+		return time.Time{}, err // the COMMIT's answer was lost
 	case errors.Is(err, pgx.ErrTxCommitRollback):
 		return time.Time{}, err // rolled back: nothing recorded
 	}
-	if rbErr := tx.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) {
-		return time.Time{}, fmt.Errorf("%w: %v", errGroupUnknown, err)
+	// The server refused the statement and skipped the COMMIT, or nothing
+	// was sent: the transaction is still open. One that cannot be rolled
+	// back may yet have committed, unless nothing of it was sent.
+	if rbErr := tx.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, pgx.ErrTxClosed) && !sentNothing(err) {
+		return time.Time{}, fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	return time.Time{}, err
 }

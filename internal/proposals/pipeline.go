@@ -3,7 +3,9 @@ package proposals
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,7 +94,7 @@ func (t *callTx) Commit(ctx context.Context) error {
 	}
 	err := t.Tx.Commit(ctx)
 	t.release()
-	return err
+	return unknownOutcome(uuid.Nil, err)
 }
 
 func (t *callTx) Rollback(ctx context.Context) error {
@@ -160,20 +162,107 @@ type commitRow struct {
 
 func (r *commitRow) Scan(dest ...any) error {
 	err := r.br.QueryRow().Scan(dest...)
+	committed := false
 	if err == nil {
 		var tag pgconn.CommandTag
 		tag, err = r.br.Exec()
 		if err == nil && tag.String() == "ROLLBACK" {
 			err = pgx.ErrTxCommitRollback
 		}
+		committed = err == nil
 	}
-	if cerr := r.br.Close(); err == nil {
+	if cerr := r.br.Close(); err == nil && !committed {
+		// (Once COMMIT has answered, a connection lost before the end of
+		// the batch changes nothing: the transaction committed.)
 		err = cerr
 	}
-	if r.t.conn.Conn().PgConn().TxStatus() == 'I' {
+	if committed || r.t.conn.Conn().PgConn().TxStatus() == 'I' {
 		// Committed (or, after a commit that rolled back, ended): the
-		// transaction is over and its connection goes back to the pool.
+		// transaction is over and its connection goes back to the pool
+		// (or, lost, is destroyed).
 		r.t.release()
+	}
+	return unknownOutcome(uuid.Nil, err)
+}
+
+// ErrOutcomeUnknown is a transaction whose COMMIT was sent but whose
+// answer never came (the connection failed): it may have committed or
+// not. Nothing of it may run again on its own; the caller learns the
+// outcome by retrying with its idempotency key, or by reading the
+// proposal (see OutcomeUnknownError).
+var ErrOutcomeUnknown = errors.New("proposals: the connection failed while committing; the outcome is unknown")
+
+// OutcomeUnknownError is ErrOutcomeUnknown with its cause, and the
+// proposal the transaction was recording when that is known.
+type OutcomeUnknownError struct {
+	// ProposalID is the proposal the transaction records if it
+	// committed (uuid.Nil: not known).
+	ProposalID uuid.UUID
+	Err        error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	msg := ErrOutcomeUnknown.Error()
+	if e.Err != nil {
+		msg = e.Err.Error()
+		if !errors.Is(e.Err, ErrOutcomeUnknown) {
+			msg = ErrOutcomeUnknown.Error() + ": " + msg
+		}
+	}
+	if e.ProposalID != uuid.Nil {
+		msg += fmt.Sprintf(" (proposal %s)", e.ProposalID)
+	}
+	return msg
+}
+
+// Unwrap keeps both in the chain: errors.Is matches ErrOutcomeUnknown and
+// the connection's own error.
+func (e *OutcomeUnknownError) Unwrap() []error { return []error{ErrOutcomeUnknown, e.Err} }
+
+// commitUnknown reports whether a transaction whose COMMIT may have been
+// sent ended with err without learning whether it committed: anything
+// but an answer from the server (an ERROR, or a COMMIT that rolled
+// back) or an error that happened before anything was sent.
+func commitUnknown(err error) bool {
+	var pe *pgconn.PgError
+	switch {
+	case err == nil, errors.Is(err, ErrOutcomeUnknown):
+		return false
+	case errors.Is(err, pgx.ErrTxCommitRollback), errors.Is(err, pgx.ErrTxClosed), sentNothing(err):
+		return false
+	case errors.As(err, &pe):
+		// A FATAL error (the server shutting down, the backend killed)
+		// can come after the COMMIT ran.
+		sev := pe.SeverityUnlocalized
+		if sev == "" {
+			sev = pe.Severity
+		}
+		return sev == "FATAL" || sev == "PANIC"
+	}
+	return true
+}
+
+// sentNothing reports whether err is sure to have happened before
+// anything was sent (pgconn.SafeToRetry). Not "conn closed": pgconn also
+// reports a connection lost while reading an answer that way, once its
+// first read error has closed it (MultiResultReader.NextResult drops
+// that error), so the COMMIT may well have been sent.
+func sentNothing(err error) bool {
+	return pgconn.SafeToRetry(err) && !errors.Is(err, pgconn.ErrConnClosed)
+}
+
+// unknownOutcome is err, made an OutcomeUnknownError naming proposal id
+// when it leaves a COMMIT's outcome unknown; any other error is returned
+// as it is.
+func unknownOutcome(id uuid.UUID, err error) error {
+	var ue *OutcomeUnknownError
+	switch {
+	case errors.As(err, &ue) && (ue.ProposalID != uuid.Nil || id == uuid.Nil):
+		return err // says all there is to say
+	case errors.Is(err, ErrOutcomeUnknown) && id == uuid.Nil:
+		return err
+	case errors.Is(err, ErrOutcomeUnknown), commitUnknown(err):
+		return &OutcomeUnknownError{ProposalID: id, Err: err}
 	}
 	return err
 }

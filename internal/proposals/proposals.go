@@ -542,7 +542,7 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 		return out, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit: %w", err)
+		return Proposal{}, unknownOutcome(row.ID, fmt.Errorf("proposals: commit: %w", err))
 	}
 	s.announce(row, packet != nil)
 	if d.State == policy.StateHumanOnly {
@@ -813,12 +813,20 @@ func compact(raw json.RawMessage) (json.RawMessage, error) {
 		raw = json.RawMessage(`{}`)
 	}
 	if err := strictjson.Check(raw, strictjson.Limits{}); err != nil {
+		if !json.Valid(raw) {
+			return nil, errNotJSON()
+		}
 		return nil, ArgumentsError(err)
 	}
 	if err := json.Compact(&buf, raw); err != nil {
-		return nil, apperr.Invalid("The arguments must be valid JSON.", apperr.FieldError{Field: "arguments", Message: "must be valid JSON"})
+		return nil, errNotJSON()
 	}
 	return buf.Bytes(), nil
+}
+
+// errNotJSON is arguments that are not JSON at all.
+func errNotJSON() error {
+	return apperr.Invalid("The arguments must be valid JSON.", apperr.FieldError{Field: "arguments", Message: "must be valid JSON"})
 }
 
 // ArgumentsError is strictjson's refusal of a call's arguments as the
@@ -826,7 +834,7 @@ func compact(raw json.RawMessage) (json.RawMessage, error) {
 func ArgumentsError(err error) error {
 	var se *strictjson.Error
 	if !errors.As(err, &se) {
-		return apperr.Invalid("The arguments must be valid JSON.", apperr.FieldError{Field: "arguments", Message: "must be valid JSON"})
+		return errNotJSON()
 	}
 	field := "arguments"
 	if se.Path != "" {
