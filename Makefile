@@ -31,7 +31,7 @@ soak: ensure-postgres ## crash suite: SIGKILL a real server during concurrent to
 	$(GO) test -tags soak -run Soak -count=1 -v -timeout 30m ./cmd/gatehouse
 
 .PHONY: bench
-bench: ensure-postgres ensure-pgbench ## the gate against pgbench's one-row INSERT on one cluster, and the pure parts; writes docs/performance.md (BENCH_DURATION=10s; see it)
+bench: ensure-postgres ensure-pgbench ## the gate against pgbench's one-row INSERT on one cluster, and the pure parts; writes docs/performance.md (BENCH_DURATION=10s, BENCH_VOLUME=1000000 adds the pages at volume; see it)
 	bash .ci/bench
 
 .PHONY: bench-go

@@ -13,6 +13,10 @@
 // member with an agent and a user token with the gatehouse CLI, and asks
 // the CLI for the database URL (`gatehouse db url`), so it needs nothing
 // but Go and PostgreSQL's binaries.
+//
+// With -volume N it also times every page and list API on an empty
+// database and on one filled to N calls, with a server and a database of
+// its own on the same cluster (volume.go); -volume-only runs that alone.
 package main
 
 import (
@@ -55,6 +59,10 @@ type options struct {
 	doc       string        // write the report here; empty: print only
 	command   string        // the command that ran this, quoted in the report
 	revision  string        // the source revision, quoted in the report
+	volume    int           // the volume phase's calls; 0: off
+	// volumeOnly runs the volume phase alone (no pgbench, write phases or
+	// micro-benchmarks), printing only.
+	volumeOnly bool
 }
 
 func parseOptions(args []string) (options, error) {
@@ -70,6 +78,8 @@ func parseOptions(args []string) (options, error) {
 	fs.DurationVar(&o.soak, "soak", 0, "also run an 8-client phase this long, sampling the server's RSS every 10s (0: off)")
 	fs.BoolVar(&o.profile, "profile", false, "take a CPU profile of the headline phase from the server's pprof listener")
 	fs.BoolVar(&o.goBench, "go-bench", true, "run the Go micro-benchmarks of the pure parts")
+	fs.IntVar(&o.volume, "volume", 0, "also time every page on an empty database and on one filled to this many calls, with a server of its own (0: off; the issue's volume is 1000000)")
+	fs.BoolVar(&o.volumeOnly, "volume-only", false, "run only the volume phase (print only)")
 	fs.StringVar(&o.doc, "doc", "", "write the report to this file (docs/performance.md)")
 	fs.StringVar(&o.command, "command", "make bench", "the command quoted in the report")
 	fs.StringVar(&o.revision, "revision", "", "the source revision quoted in the report")
@@ -87,6 +97,10 @@ func parseOptions(args []string) (options, error) {
 		return o, errors.New("-duration must be at least 1s (pgbench counts whole seconds)")
 	case o.soak != 0 && o.soak < 30*time.Second:
 		return o, errors.New("-soak must be 0 (off) or at least 30s")
+	case o.volume != 0 && o.volume < minVolume:
+		return o, fmt.Errorf("-volume must be 0 (off) or at least %d calls", minVolume)
+	case o.volumeOnly && (o.volume == 0 || o.doc != ""):
+		return o, errors.New("-volume-only needs -volume and prints only (no -doc)")
 	}
 	return o, nil
 }
@@ -113,6 +127,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	m, err := describeMachine(ctx, acct.dbURL)
 	if err != nil {
 		return err
+	}
+	if o.volumeOnly {
+		fmt.Fprintf(out, "%d cores (%s), %s, %s\n\n", m.Cores, m.CPU, m.Postgres, m.Go)
+		v, err := runVolumePhase(ctx, o, acct.dbURL, tmp, out)
+		if err != nil {
+			return err
+		}
+		v.printText(out)
+		return nil
 	}
 	fmt.Fprintf(out, "%d cores (%s), %s, %s; %s per phase, %d clients\n\n", m.Cores, m.CPU, m.Postgres, m.Go, o.duration, o.clients)
 
@@ -158,6 +181,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rep.baselineRuns = append(before, after...)
 	for i := range before {
 		rep.baselines = append(rep.baselines, meanBaseline(before[i], after[i]))
+	}
+	if o.volume > 0 {
+		// After pgbench's second run, so the fill's writes do not move the
+		// baseline; on a database of its own, so the write phases never
+		// saw its rows.
+		if rep.volume, err = runVolumePhase(ctx, o, acct.dbURL, tmp, out); err != nil {
+			return err
+		}
 	}
 	if o.goBench {
 		fmt.Fprintf(out, "Go micro-benchmarks (%s): go test -bench '%s' %s\n", goBenchTime(o.duration), goBenchPattern, strings.Join(goBenchPackages, " "))

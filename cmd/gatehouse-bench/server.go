@@ -114,7 +114,13 @@ func makeAccount(ctx context.Context, gatehouse string) (account, error) {
 
 // cli runs one gatehouse command and returns its trimmed output.
 func cli(ctx context.Context, gatehouse, stdin string, args ...string) (string, error) {
+	return cliEnv(ctx, gatehouse, nil, stdin, args...)
+}
+
+// cliEnv is cli in the environment env (nil: this process's).
+func cliEnv(ctx context.Context, gatehouse string, env []string, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, gatehouse, args...)
+	cmd.Env = env
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -126,7 +132,13 @@ func cli(ctx context.Context, gatehouse, stdin string, args ...string) (string, 
 
 // rssKiB is the process's resident set size from /proc/<pid>/status, or 0
 // when it cannot be read (no pid, not Linux, the process is gone).
-func rssKiB(pid int) int64 {
+func rssKiB(pid int) int64 { return procStatusKiB(pid, "VmRSS:") }
+
+// peakRSSKiB is the most the process's resident set has been since it
+// started (VmHWM), or 0.
+func peakRSSKiB(pid int) int64 { return procStatusKiB(pid, "VmHWM:") }
+
+func procStatusKiB(pid int, field string) int64 {
 	if pid == 0 {
 		return 0
 	}
@@ -137,7 +149,7 @@ func rssKiB(pid int) int64 {
 	defer f.Close()
 	s := bufio.NewScanner(f)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(s.Text(), field); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return n
 		}
