@@ -45,12 +45,24 @@ func (q *Queries) InsertMessage(ctx context.Context, arg InsertMessageParams) (M
 	return i, err
 }
 
-const listMessages = `-- name: ListMessages :many
-SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM messages WHERE conversation_id = $1 ORDER BY id
+const listMessagesBefore = `-- name: ListMessagesBefore :many
+SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM messages
+WHERE conversation_id = $1 AND id < $2
+ORDER BY id DESC
+LIMIT $3
 `
 
-func (q *Queries) ListMessages(ctx context.Context, conversationID uuid.UUID) ([]Message, error) {
-	rows, err := q.db.Query(ctx, listMessages, conversationID)
+type ListMessagesBeforeParams struct {
+	ConversationID uuid.UUID
+	Before         int64
+	MaxLines       int32
+}
+
+// A page of a conversation's lines before a position, newest first (the
+// caller turns it round): a range of messages_conversation_idx read
+// backwards, which stops at the LIMIT however long the transcript is.
+func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBeforeParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, listMessagesBefore, arg.ConversationID, arg.Before, arg.MaxLines)
 	if err != nil {
 		return nil, err
 	}
@@ -75,4 +87,88 @@ func (q *Queries) ListMessages(ctx context.Context, conversationID uuid.UUID) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const listMessagesBetween = `-- name: ListMessagesBetween :many
+SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM messages
+WHERE conversation_id = $1 AND id > $2 AND id < $3
+ORDER BY id
+LIMIT $4
+`
+
+type ListMessagesBetweenParams struct {
+	ConversationID uuid.UUID
+	After          int64
+	Before         int64
+	MaxLines       int32
+}
+
+// A page of a conversation's lines after a position (and before another),
+// oldest first: a range of messages_conversation_idx with a LIMIT.
+func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetweenParams) ([]Message, error) {
+	rows, err := q.db.Query(ctx, listMessagesBetween,
+		arg.ConversationID,
+		arg.After,
+		arg.Before,
+		arg.MaxLines,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Message{}
+	for rows.Next() {
+		var i Message
+		if err := rows.Scan(
+			&i.ID,
+			&i.ConversationID,
+			&i.Role,
+			&i.Content,
+			&i.ProposalID,
+			&i.AuthorUserID,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const nextMessageID = `-- name: NextMessageID :one
+SELECT coalesce((SELECT id FROM messages WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT 1), 0)::bigint
+`
+
+type NextMessageIDParams struct {
+	ConversationID uuid.UUID
+	After          int64
+}
+
+// The conversation's nearest line after a position (0: none).
+func (q *Queries) NextMessageID(ctx context.Context, arg NextMessageIDParams) (int64, error) {
+	row := q.db.QueryRow(ctx, nextMessageID, arg.ConversationID, arg.After)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
+const previousMessageID = `-- name: PreviousMessageID :one
+SELECT coalesce((SELECT id FROM messages WHERE conversation_id = $1 AND id < $2 ORDER BY id DESC LIMIT 1), 0)::bigint
+`
+
+type PreviousMessageIDParams struct {
+	ConversationID uuid.UUID
+	Before         int64
+}
+
+// The conversation's nearest line before a position (0: none), by the
+// same index range as the pages, stopping at the first row.
+func (q *Queries) PreviousMessageID(ctx context.Context, arg PreviousMessageIDParams) (int64, error) {
+	row := q.db.QueryRow(ctx, previousMessageID, arg.ConversationID, arg.Before)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }

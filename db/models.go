@@ -73,6 +73,31 @@ type AuditEvent struct {
 	RetentionUntil time.Time
 }
 
+type CallDay struct {
+	WorkspaceID  uuid.UUID
+	Day          pgtype.Date
+	ActionClass  string
+	Tool         string
+	Calls        int64
+	Refused      int64
+	Edited       int64
+	Warned       int64
+	Decisions    int64
+	DecisionHist []int32
+}
+
+type CallDaysOpen struct {
+	ProposalID     uuid.UUID
+	WorkspaceID    uuid.UUID
+	Day            pgtype.Date
+	ActionClass    string
+	Tool           string
+	Refused        bool
+	Edited         bool
+	Decided        bool
+	DecisionBucket int32
+}
+
 type ChatSetting struct {
 	ConversationID uuid.UUID
 	Model          pgtype.Text
@@ -121,6 +146,11 @@ type Conversation struct {
 	UpdatedAt      time.Time
 }
 
+type CursorKey struct {
+	ID  int16
+	Key []byte
+}
+
 type Evidence struct {
 	ID               int64
 	WorkspaceID      uuid.UUID
@@ -135,6 +165,34 @@ type Evidence struct {
 	RecordedBy       uuid.NullUUID
 	Note             pgtype.Text
 	CreatedAt        time.Time
+}
+
+type EvidenceContribution struct {
+	ID              int64
+	WorkspaceID     uuid.UUID
+	ActionClass     string
+	Positive        int32
+	Negative        int32
+	Samples         int32
+	JudgedApprovals int32
+	Judgments       int32
+	Approvals       int32
+	Edits           int32
+	Rejections      int32
+}
+
+type EvidenceTotal struct {
+	WorkspaceID     uuid.UUID
+	ActionClass     string
+	Positive        pgtype.Numeric
+	Negative        pgtype.Numeric
+	Samples         int64
+	Rows            int64
+	JudgedApprovals int64
+	Judgments       int64
+	Approvals       int64
+	Edits           int64
+	Rejections      int64
 }
 
 type Feedback struct {
@@ -253,6 +311,19 @@ type Proposal struct {
 	DecisionInput     []byte
 }
 
+type ProposalCallFact struct {
+	ID             uuid.UUID
+	WorkspaceID    uuid.UUID
+	Day            pgtype.Date
+	ActionClass    string
+	Tool           string
+	Open           bool
+	Refused        bool
+	Edited         interface{}
+	Decided        pgtype.Bool
+	DecisionBucket int32
+}
+
 type RateCounter struct {
 	Bucket      string
 	WindowStart time.Time
@@ -278,6 +349,30 @@ type Receipt struct {
 	ChainedAt   *time.Time
 }
 
+type ReceiptVerification struct {
+	ID                   uuid.UUID
+	WorkspaceID          uuid.UUID
+	RequestedBy          uuid.NullUUID
+	Status               string
+	TargetSeq            pgtype.Int8
+	Checked              int64
+	HeadSeq              int64
+	HeadHash             []byte
+	ContentErrors        int64
+	FirstContentErrorSeq int64
+	Ok                   pgtype.Bool
+	FirstBadSeq          pgtype.Int8
+	Reason               pgtype.Text
+	Pending              pgtype.Int8
+	OldestPendingAt      *time.Time
+	Error                pgtype.Text
+	Attempt              int32
+	CreatedAt            time.Time
+	StartedAt            *time.Time
+	HeartbeatAt          *time.Time
+	FinishedAt           *time.Time
+}
+
 type Record struct {
 	WorkspaceID uuid.UUID
 	Collection  string
@@ -286,6 +381,14 @@ type Record struct {
 	Notes       json.RawMessage
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+type RollupFeed struct {
+	Feed        string
+	FoldedTo    int64
+	NextTo      int64
+	NextWriters []string
+	FoldedAt    time.Time
 }
 
 type Session struct {

@@ -551,6 +551,175 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 	return i, err
 }
 
+const listConversationCards = `-- name: ListConversationCards :many
+SELECT p.id, p.workspace_id, p.conversation_id, p.proposed_by_user_id, p.proposed_by_token_id, p.proposed_by_kind, p.tool, p.effect, p.arguments, p.rationale, p.permission_mode, p.disposition, p.status, p.applied_arguments, p.result, p.error, p.rejection_reason, p.resolved_by_user_id, p.apply_path, p.created_at, p.resolved_at, p.notebook_id, p.owner_id, p.trust_level, p.authority, p.risk, p.action_class, p.state, p.decision, p.constraints, p.dry_run, p.claimed_at, p.effect_decision, p.decision_input,
+       coalesce(pu.email, '')::text AS proposer_email, coalesce(ru.email, '')::text AS decider_email,
+       coalesce(t.name, '')::text AS token_name, coalesce(t.kind, '')::text AS token_kind
+FROM proposals p
+LEFT JOIN users pu ON pu.id = p.proposed_by_user_id
+LEFT JOIN users ru ON ru.id = p.resolved_by_user_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
+WHERE p.id = ANY($1::uuid[]) AND p.workspace_id = $2 AND p.conversation_id = $3
+LIMIT $4
+`
+
+type ListConversationCardsParams struct {
+	Ids            []uuid.UUID
+	WorkspaceID    uuid.UUID
+	ConversationID uuid.NullUUID
+	MaxCards       int32
+}
+
+type ListConversationCardsRow struct {
+	Proposal      Proposal
+	ProposerEmail string
+	DeciderEmail  string
+	TokenName     string
+	TokenKind     string
+}
+
+// The proposals among ids that are the conversation's (the tool lines of
+// a transcript page, the cards a live page shows), with the names their
+// cards show: who proposed them (the person, the token) and who decided
+// them (” for a name that is gone). One query for a page, by primary
+// key; the caller bounds ids, and an id of another conversation or
+// workspace is simply not found.
+func (q *Queries) ListConversationCards(ctx context.Context, arg ListConversationCardsParams) ([]ListConversationCardsRow, error) {
+	rows, err := q.db.Query(ctx, listConversationCards,
+		arg.Ids,
+		arg.WorkspaceID,
+		arg.ConversationID,
+		arg.MaxCards,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListConversationCardsRow{}
+	for rows.Next() {
+		var i ListConversationCardsRow
+		if err := rows.Scan(
+			&i.Proposal.ID,
+			&i.Proposal.WorkspaceID,
+			&i.Proposal.ConversationID,
+			&i.Proposal.ProposedByUserID,
+			&i.Proposal.ProposedByTokenID,
+			&i.Proposal.ProposedByKind,
+			&i.Proposal.Tool,
+			&i.Proposal.Effect,
+			&i.Proposal.Arguments,
+			&i.Proposal.Rationale,
+			&i.Proposal.PermissionMode,
+			&i.Proposal.Disposition,
+			&i.Proposal.Status,
+			&i.Proposal.AppliedArguments,
+			&i.Proposal.Result,
+			&i.Proposal.Error,
+			&i.Proposal.RejectionReason,
+			&i.Proposal.ResolvedByUserID,
+			&i.Proposal.ApplyPath,
+			&i.Proposal.CreatedAt,
+			&i.Proposal.ResolvedAt,
+			&i.Proposal.NotebookID,
+			&i.Proposal.OwnerID,
+			&i.Proposal.TrustLevel,
+			&i.Proposal.Authority,
+			&i.Proposal.Risk,
+			&i.Proposal.ActionClass,
+			&i.Proposal.State,
+			&i.Proposal.Decision,
+			&i.Proposal.Constraints,
+			&i.Proposal.DryRun,
+			&i.Proposal.ClaimedAt,
+			&i.Proposal.EffectDecision,
+			&i.Proposal.DecisionInput,
+			&i.ProposerEmail,
+			&i.DeciderEmail,
+			&i.TokenName,
+			&i.TokenKind,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listOpenInConversation = `-- name: ListOpenInConversation :many
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals
+WHERE workspace_id = $1 AND conversation_id = $2
+  AND status IN ('pending', 'pending_approval', 'applying')
+ORDER BY created_at DESC
+LIMIT $3
+`
+
+type ListOpenInConversationParams struct {
+	WorkspaceID    uuid.UUID
+	ConversationID uuid.NullUUID
+	MaxCalls       int32
+}
+
+// The conversation's calls that still wait (for a person, or to finish
+// applying), latest first, for a model turn's context: a range of
+// proposals_conversation_open_idx (migration 27) with a LIMIT.
+func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConversationParams) ([]Proposal, error) {
+	rows, err := q.db.Query(ctx, listOpenInConversation, arg.WorkspaceID, arg.ConversationID, arg.MaxCalls)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Proposal{}
+	for rows.Next() {
+		var i Proposal
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.ConversationID,
+			&i.ProposedByUserID,
+			&i.ProposedByTokenID,
+			&i.ProposedByKind,
+			&i.Tool,
+			&i.Effect,
+			&i.Arguments,
+			&i.Rationale,
+			&i.PermissionMode,
+			&i.Disposition,
+			&i.Status,
+			&i.AppliedArguments,
+			&i.Result,
+			&i.Error,
+			&i.RejectionReason,
+			&i.ResolvedByUserID,
+			&i.ApplyPath,
+			&i.CreatedAt,
+			&i.ResolvedAt,
+			&i.NotebookID,
+			&i.OwnerID,
+			&i.TrustLevel,
+			&i.Authority,
+			&i.Risk,
+			&i.ActionClass,
+			&i.State,
+			&i.Decision,
+			&i.Constraints,
+			&i.DryRun,
+			&i.ClaimedAt,
+			&i.EffectDecision,
+			&i.DecisionInput,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listProposalsForConversation = `-- name: ListProposalsForConversation :many
 SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE conversation_id = $1 ORDER BY created_at
 `

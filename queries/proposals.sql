@@ -193,3 +193,30 @@ SELECT count(*)::int AS recorded, min(created_at)::timestamptz AS created_at FRO
 SELECT DISTINCT action_class::text FROM proposals
 WHERE (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND action_class IS NOT NULL
 ORDER BY 1;
+
+-- name: ListConversationCards :many
+-- The proposals among ids that are the conversation's (the tool lines of
+-- a transcript page, the cards a live page shows), with the names their
+-- cards show: who proposed them (the person, the token) and who decided
+-- them ('' for a name that is gone). One query for a page, by primary
+-- key; the caller bounds ids, and an id of another conversation or
+-- workspace is simply not found.
+SELECT sqlc.embed(p),
+       coalesce(pu.email, '')::text AS proposer_email, coalesce(ru.email, '')::text AS decider_email,
+       coalesce(t.name, '')::text AS token_name, coalesce(t.kind, '')::text AS token_kind
+FROM proposals p
+LEFT JOIN users pu ON pu.id = p.proposed_by_user_id
+LEFT JOIN users ru ON ru.id = p.resolved_by_user_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
+WHERE p.id = ANY(@ids::uuid[]) AND p.workspace_id = @workspace_id AND p.conversation_id = @conversation_id
+LIMIT @max_cards;
+
+-- name: ListOpenInConversation :many
+-- The conversation's calls that still wait (for a person, or to finish
+-- applying), latest first, for a model turn's context: a range of
+-- proposals_conversation_open_idx (migration 27) with a LIMIT.
+SELECT * FROM proposals
+WHERE workspace_id = @workspace_id AND conversation_id = @conversation_id
+  AND status IN ('pending', 'pending_approval', 'applying')
+ORDER BY created_at DESC
+LIMIT @max_calls;

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -152,21 +153,39 @@ func (s *Server) apiPostMessage(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toMessageJSON(m))
 }
 
-// apiListMessages handles "GET /api/v1/conversations/:id/messages".
+// apiListMessages handles
+// "GET /api/v1/conversations/:id/messages?limit=N&before=|after=<cursor>":
+// a page of the transcript, oldest first (the latest page without a
+// cursor), with the cursors of the pages before (prev, when there are
+// earlier messages) and after it (next, always: newer messages now, or
+// later).
 func (s *Server) apiListMessages(c echo.Context) error {
 	id, err := pathID(c, conversations.ErrNotFound)
 	if err != nil {
 		return err
 	}
-	msgs, err := s.convs.Transcript(c.Request().Context(), principal(c), id)
+	limit := conversations.DefaultLimit
+	if raw := c.QueryParam("limit"); raw != "" {
+		if limit, err = strconv.Atoi(raw); err != nil {
+			limit = -1 // refused by the service, naming limit
+		}
+	}
+	page, err := s.convs.Messages(c.Request().Context(), principal(c), id,
+		conversations.Range{Limit: limit, Before: c.QueryParam("before"), After: c.QueryParam("after")})
 	if err != nil {
 		return err
 	}
-	out := make([]messageJSON, len(msgs))
-	for i, m := range msgs {
-		out[i] = toMessageJSON(m)
+	out := messagesJSON{Messages: make([]messageJSON, len(page.Messages)), Prev: page.Prev, Next: page.Next}
+	for i, m := range page.Messages {
+		out.Messages[i] = toMessageJSON(m)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"messages": out})
+	return c.JSON(http.StatusOK, out)
+}
+
+type messagesJSON struct {
+	Messages []messageJSON `json:"messages"`
+	Prev     string        `json:"prev,omitempty"`
+	Next     string        `json:"next"`
 }
 
 type toolJSON struct {

@@ -35,7 +35,9 @@ func (s *Server) createConversation(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/conversations/"+conv.ID.String())
 }
 
-// conversationPage handles "GET /conversations/:id".
+// conversationPage handles "GET /conversations/:id[?before=|after=<cursor>]":
+// the latest page of the transcript, or (following an Earlier or Later
+// link without JavaScript) the page before or after a cursor.
 func (s *Server) conversationPage(c echo.Context) error {
 	id, err := pathID(c, conversations.ErrNotFound)
 	if err != nil {
@@ -46,11 +48,20 @@ func (s *Server) conversationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	lines, err := s.transcript(c, id)
+	page, err := s.convs.Messages(ctx, p, id, conversations.Range{Limit: pageLines, Before: c.QueryParam("before"), After: c.QueryParam("after")})
 	if err != nil {
 		return err
 	}
-	v := views.ConversationView{ID: conv.ID.String(), Title: conv.Title, Mode: string(conv.PermissionMode)}
+	lines, err := s.transcriptLines(c, id, page.Messages)
+	if err != nil {
+		return err
+	}
+	v := views.ConversationView{ID: conv.ID.String(), Title: conv.Title, Mode: string(conv.PermissionMode), Earlier: page.Prev}
+	if page.Newer {
+		v.Later = page.Next // a window of earlier lines: links, no live lines
+	} else {
+		v.After = page.Next
+	}
 	if conv.PermissionMode == policy.ModeApprove {
 		if v.Hints, err = s.graduationHints(c, proposals.InConversation(id), "/conversations/"+id.String()+"/mode", "permission_mode", "auto", "auto mode"); err != nil {
 			return err

@@ -3,6 +3,7 @@ package web_test
 import (
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -20,30 +21,33 @@ func TestConversationPage_OwnerWritesFromTheComposer(t *testing.T) {
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(path, "/conversations/") {
 		t.Fatalf("create: %d %q", resp.StatusCode, path)
 	}
-	if _, page := owner.get(path); !strings.Contains(page, `data-testid="composer"`) {
+	_, page := owner.get(path)
+	if !strings.Contains(page, `data-testid="composer"`) {
 		t.Fatal("the page has no composer")
 	}
+	after := match(t, afterCursor, page, "live cursor")
 	resp, frag := owner.postForm(path+"/messages", url.Values{"content": {"Renew Acme's plan, please."}})
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("HX-Trigger") != "transcript-changed" || !strings.Contains(frag, `data-testid="composer"`) {
 		t.Fatalf("send: %d\n%s", resp.StatusCode, frag)
 	}
-	// The page's live feed asks for what it does not show yet.
-	if _, frag := owner.get(path + "/transcript?lines=0"); !strings.Contains(frag, `hx-swap-oob="beforeend:#transcript"`) ||
-		!strings.Contains(frag, "Renew Acme&#39;s plan, please.") || !strings.Contains(frag, `id="transcript-lines" class="live-state" name="lines" value="1"`) {
-		t.Fatalf("transcript after 0 lines:\n%s", frag)
+	// The page's live feed asks for the lines after those it shows.
+	_, frag = owner.get(path + "/transcript?after=" + after)
+	if !strings.Contains(frag, `hx-swap-oob="beforeend:#transcript"`) || !strings.Contains(frag, "Renew Acme&#39;s plan, please.") {
+		t.Fatalf("transcript after the empty page's cursor:\n%s", frag)
 	}
-	if _, frag := owner.get(path + "/transcript?lines=1"); strings.Contains(frag, "beforeend:#transcript") {
-		t.Fatalf("nothing is new after 1 line:\n%s", frag)
+	next := match(t, regexp.MustCompile(`id="transcript-after" class="live-state" name="after" value="([^"]*)" hx-swap-oob="true"`), frag, "new cursor")
+	if _, frag := owner.get(path + "/transcript?after=" + next); strings.Contains(frag, "beforeend:#transcript") {
+		t.Fatalf("nothing is new after the new cursor:\n%s", frag)
 	}
 	// The mode toggle is re-rendered only when the page shows another mode.
-	if _, frag := owner.get(path + "/transcript?lines=1&mode=approve"); strings.Contains(frag, "#mode-slot") {
+	if _, frag := owner.get(path + "/transcript?after=" + next + "&mode=approve"); strings.Contains(frag, "#mode-slot") {
 		t.Fatalf("an unchanged mode is sent again:\n%s", frag)
 	}
-	if _, frag := owner.get(path + "/transcript?lines=1&mode=auto"); !strings.Contains(frag, `hx-swap-oob="innerHTML:#mode-slot"`) || !strings.Contains(frag, `data-testid="mode-current">approve<`) {
+	if _, frag := owner.get(path + "/transcript?after=" + next + "&mode=auto"); !strings.Contains(frag, `hx-swap-oob="innerHTML:#mode-slot"`) || !strings.Contains(frag, `data-testid="mode-current">approve<`) {
 		t.Fatalf("a mode changed elsewhere is not re-rendered:\n%s", frag)
 	}
-	if resp, _ := owner.get(path + "/transcript?lines=x"); resp.StatusCode != http.StatusUnprocessableEntity {
-		t.Fatalf("lines=x: %d", resp.StatusCode)
+	if resp, _ := owner.get(path + "/transcript?after=x"); resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("after=x: %d", resp.StatusCode)
 	}
 	resp, frag = owner.postForm(path+"/messages", url.Values{"content": {"   "}})
 	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(frag, "1 to 20000 characters") {

@@ -115,7 +115,7 @@ func TestLiveEvents_StreamsAreAuthorisedLikeTheirPages(t *testing.T) {
 		if status, _ := other.events(path + "/events"); status != http.StatusNotFound {
 			t.Fatalf("another member follows %s: %d, want 404 like the page", path, status)
 		}
-		if resp, _ := other.get(path + "/transcript?lines=0"); strings.HasPrefix(path, "/conversations") && resp.StatusCode != http.StatusNotFound {
+		if resp, _ := other.get(path + "/transcript?mode=approve"); strings.HasPrefix(path, "/conversations") && resp.StatusCode != http.StatusNotFound {
 			t.Fatalf("another member reads %s's transcript: %d", path, resp.StatusCode)
 		}
 		if resp, _ := other.get(path + "/cells?after=0"); strings.HasPrefix(path, "/notebooks") && resp.StatusCode != http.StatusNotFound {
@@ -192,9 +192,9 @@ func TestLiveEvents_AProposalOnOneInstanceReachesTheOwnersPagesOnAnother(t *test
 	convStream.nextNamed("conversation")
 
 	// The page's fragments re-render from the database on any instance.
-	_, frag := owner.get("/conversations/" + convID + "/transcript?lines=0")
+	_, frag := owner.get("/conversations/" + convID)
 	if strings.Count(frag, `data-testid="proposal-card"`) != 2 {
-		t.Fatalf("the transcript fragment does not show both cards:\n%s", frag)
+		t.Fatalf("the transcript does not show both cards:\n%s", frag)
 	}
 	_, homePage := owner.get("/")
 	if !strings.Contains(homePage, `data-testid="waiting-card"`) || !strings.Contains(homePage, `data-cards="1"`) ||

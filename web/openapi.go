@@ -152,6 +152,12 @@ func requestProblem(err error) error {
 	malformed := false
 	var walk func(error)
 	walk = func(err error) {
+		if re, ok := err.(*openapi3filter.RequestError); ok && re.Parameter != nil {
+			// A parameter that breaks its schema, or is not of its type,
+			// is a field of the caller's (422), not a malformed body.
+			fields = append(fields, parameterFields(re)...)
+			return
+		}
 		var multi openapi3.MultiError
 		if errors.As(err, &multi) {
 			for _, e := range multi {
@@ -200,6 +206,33 @@ func requestProblem(err error) error {
 		msg = "Invalid fields: " + strings.Join(names, ", ") + "."
 	}
 	return apperr.Invalid(msg, fields...)
+}
+
+// parameterFields names a parameter in each of its errors (its schema's
+// errors come wrapped in a MultiError, which would hide the name).
+func parameterFields(re *openapi3filter.RequestError) []apperr.FieldError {
+	name := re.Parameter.Name
+	var out []apperr.FieldError
+	var collect func(error)
+	collect = func(err error) {
+		var multi openapi3.MultiError
+		var se *openapi3.SchemaError
+		switch {
+		case errors.As(err, &multi):
+			for _, e := range multi {
+				collect(e)
+			}
+		case errors.As(err, &se):
+			out = append(out, apperr.FieldError{Field: joinField(name, strings.Join(se.JSONPointer(), ".")), Message: se.Reason})
+		default:
+			out = append(out, apperr.FieldError{Field: name, Message: re.Error()})
+		}
+	}
+	collect(re.Err)
+	if len(out) == 0 {
+		out = append(out, apperr.FieldError{Field: name, Message: re.Error()})
+	}
+	return out
 }
 
 func joinField(a, b string) string {

@@ -193,32 +193,44 @@ func decidedHow(p proposals.Proposal) string {
 }
 
 // people names who proposed a call (the agent token by name, or the
-// person) and who decided it. A name that cannot be read is left out
-// rather than failing the page.
+// person) and who decided it, reading the names one by one. A name that
+// cannot be read is left out rather than failing the page.
 func (s *Server) people(ctx context.Context, p proposals.Proposal) (proposer, decider string) {
-	email := func(id uuid.UUID) string {
-		u, err := s.q.GetUser(ctx, id)
-		if err != nil {
-			return ""
-		}
-		return u.Email
+	var who proposals.People
+	if u, err := s.q.GetUser(ctx, p.ProposedByUserID); err == nil {
+		who.ProposerEmail = u.Email
 	}
-	person := email(p.ProposedByUserID)
+	if p.ProposedByTokenID.Valid {
+		if t, err := s.q.GetAPIToken(ctx, p.ProposedByTokenID.UUID); err == nil {
+			who.TokenName, who.TokenKind = t.Name, t.Kind
+		}
+	}
+	if p.ResolvedByUserID.Valid {
+		if u, err := s.q.GetUser(ctx, p.ResolvedByUserID.UUID); err == nil {
+			who.DeciderEmail = u.Email
+		}
+	}
+	return peopleNames(p, who)
+}
+
+// peopleNames says who proposed and who decided a call from the names
+// read with it (one by one, or a page's in one query: ConversationCards).
+func peopleNames(p proposals.Proposal, who proposals.People) (proposer, decider string) {
+	person := who.ProposerEmail
 	if person == "" {
 		person = "the owner"
 	}
 	switch {
 	case p.ProposedByTokenID.Valid:
-		t, err := s.q.GetAPIToken(ctx, p.ProposedByTokenID.UUID)
 		switch {
-		case err != nil && p.ProposedBy == "agent":
+		case who.TokenKind == "" && p.ProposedBy == "agent":
 			proposer = "an agent token"
-		case err != nil:
+		case who.TokenKind == "":
 			proposer = person
-		case t.Kind == "agent":
-			proposer = "agent token “" + t.Name + "”"
+		case who.TokenKind == "agent":
+			proposer = "agent token “" + who.TokenName + "”"
 		default: // a user token is the person themselves
-			proposer = person + " (token “" + t.Name + "”)"
+			proposer = person + " (token “" + who.TokenName + "”)"
 		}
 	case p.ProposedBy == "agent":
 		proposer = "an agent"
@@ -226,12 +238,18 @@ func (s *Server) people(ctx context.Context, p proposals.Proposal) (proposer, de
 		proposer = person
 	}
 	if p.ResolvedByUserID.Valid {
-		decider = email(p.ResolvedByUserID.UUID)
+		decider = who.DeciderEmail
 	}
 	return proposer, decider
 }
 
 func (s *Server) toCard(ctx context.Context, p proposals.Proposal) views.ProposalCard {
+	proposer, decider := s.people(ctx, p)
+	return s.cardOf(p, proposer, decider)
+}
+
+// cardOf is a proposal's card with its people already named.
+func (s *Server) cardOf(p proposals.Proposal, proposer, decider string) views.ProposalCard {
 	args := p.Arguments
 	if len(p.AppliedArguments) > 0 {
 		args = p.AppliedArguments
@@ -245,7 +263,7 @@ func (s *Server) toCard(ctx context.Context, p proposals.Proposal) views.Proposa
 		Risk:     string(p.Risk), Authority: string(p.Authority), ActionClass: p.ActionClass,
 		CreatedAt: p.CreatedAt, Irreversible: irreversibleNote(p),
 	}
-	card.Proposer, card.DecidedBy = s.people(ctx, p)
+	card.Proposer, card.DecidedBy = proposer, decider
 	if card.DecidedHow = decidedHow(p); card.DecidedHow != "" {
 		switch {
 		case p.ClaimedAt != nil:

@@ -284,7 +284,7 @@ func (s *Service) Start(ctx context.Context, p auth.Principal, conversation uuid
 			return Started{}, apperr.Errorf(apperr.ECONFLICT, "This conversation's token budget (%d tokens) is used up: %d tokens so far. Raise the budget to continue.", settings.Budget, total)
 		}
 	}
-	history, err := s.history(ctx, q, conversation)
+	history, err := s.history(ctx, q, p.WorkspaceID, conversation)
 	if err != nil {
 		return Started{}, err
 	}

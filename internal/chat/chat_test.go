@@ -116,11 +116,11 @@ func (f *fixture) start(t *testing.T, s *chat.Service, text string) chat.Turn {
 
 func (f *fixture) transcript(t *testing.T) []conversations.Message {
 	t.Helper()
-	msgs, err := f.convs.Transcript(context.Background(), f.owner, f.conv)
+	page, err := f.convs.Messages(context.Background(), f.owner, f.conv, conversations.Range{Limit: conversations.MaxLimit})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return msgs
+	return page.Messages
 }
 
 func (f *fixture) proposal(t *testing.T, id uuid.UUID) proposals.Proposal {

@@ -7,7 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -36,47 +40,97 @@ type ToolCall struct {
 
 const systemPrompt = `You are the assistant in a Gatehouse conversation. You may call the tools offered. Gatehouse decides each call by the conversation's permission mode and the tool's contract: it runs at once, waits for the owner's confirmation, or waits for an approver, and some calls are refused. Every call needs a "rationale": one or two sentences (10 to 500 characters) saying why you make it. A call's result says whether it was applied (with its result), rejected (with the reason), refused (with the reason) or invalid (fix the arguments and call again). Answer in plain text when you are done.`
 
-// historyLimit bounds the transcript lines a new turn sends the model.
-const historyLimit = 60
+// A new turn's context from the transcript is bounded whatever the
+// conversation's length (docs/chat.md): the latest historyLines lines, as
+// many of them as fit in historyChars characters (a line longer than
+// historyLineChars is cut), and the calls that still wait, up to
+// historyOpenCalls, even when their lines are older. Each is one bounded
+// read.
+const (
+	historyLines     = 60
+	historyChars     = 24000
+	historyLineChars = 4000
+	historyOpenCalls = 20
+)
 
-// history is the transcript so far as model messages: the owner's and
-// the assistant's words, and a line for each earlier tool call and what
-// became of it. Notices are Gatehouse's, not the conversation's.
-func (s *Service) history(ctx context.Context, q *db.Queries, conversation uuid.UUID) ([]Message, error) {
-	rows, err := q.ListTranscript(ctx, conversation)
+// history is the transcript so far as model messages, oldest first: the
+// owner's and the assistant's words, a line for each earlier tool call
+// and what became of it, and first a line for each call that still waits
+// from before those. Notices are Gatehouse's, not the conversation's.
+func (s *Service) history(ctx context.Context, q *db.Queries, workspace, conversation uuid.UUID) ([]Message, error) {
+	rows, err := q.ListMessagesBefore(ctx, db.ListMessagesBeforeParams{ConversationID: conversation, Before: math.MaxInt64, MaxLines: historyLines})
 	if err != nil {
 		return nil, fmt.Errorf("chat: transcript: %w", err)
 	}
-	if len(rows) > historyLimit {
-		rows = rows[len(rows)-historyLimit:]
-	}
-	props, err := s.props.ForConversation(ctx, conversation)
-	if err != nil {
-		return nil, err
-	}
-	var out []Message
+	var ids []uuid.UUID
 	for _, r := range rows {
+		if r.ProposalID.Valid {
+			ids = append(ids, r.ProposalID.UUID)
+		}
+	}
+	props := map[uuid.UUID]db.Proposal{}
+	if len(ids) > 0 {
+		cards, err := q.ListConversationCards(ctx, db.ListConversationCardsParams{Ids: ids, WorkspaceID: workspace,
+			ConversationID: uuid.NullUUID{UUID: conversation, Valid: true}, MaxCards: historyLines})
+		if err != nil {
+			return nil, fmt.Errorf("chat: transcript calls: %w", err)
+		}
+		for _, c := range cards {
+			props[c.Proposal.ID] = c.Proposal
+		}
+	}
+	open, err := q.ListOpenInConversation(ctx, db.ListOpenInConversationParams{WorkspaceID: workspace,
+		ConversationID: uuid.NullUUID{UUID: conversation, Valid: true}, MaxCalls: historyOpenCalls})
+	if err != nil {
+		return nil, fmt.Errorf("chat: waiting calls: %w", err)
+	}
+
+	// The latest lines first, while they fit.
+	var out []Message
+	budget := historyChars
+	for _, r := range rows { // newest first
+		var m Message
 		switch r.Role {
 		case "user", "assistant":
-			out = append(out, Message{Role: r.Role, Content: r.Content})
+			m = Message{Role: r.Role, Content: truncate(r.Content, historyLineChars)}
 		case "tool":
 			p, ok := props[r.ProposalID.UUID]
 			if !ok {
 				continue
 			}
-			line := fmt.Sprintf("(Earlier tool call %s: %s", p.Tool, p.Status)
-			switch {
-			case p.RejectionReason != "":
-				line += ", reason: " + p.RejectionReason
-			case p.Error != "":
-				line += ", error: " + p.Error
-			case len(p.Result) > 0:
-				line += ", result: " + truncate(string(p.Result), 500)
-			}
-			out = append(out, Message{Role: "assistant", Content: line + ")"})
+			m = Message{Role: "assistant", Content: toolLine(p)}
+		default:
+			continue
 		}
+		if budget -= utf8.RuneCountInString(m.Content); budget < 0 {
+			break
+		}
+		out = append(out, m)
 	}
+	// Then the calls that wait from before them (latest first too).
+	for _, p := range open {
+		if _, shown := props[p.ID]; shown {
+			continue
+		}
+		out = append(out, Message{Role: "assistant", Content: fmt.Sprintf("(An earlier tool call still waits: %s, %s since %s)",
+			p.Tool, p.Status, p.CreatedAt.UTC().Format(time.RFC3339))})
+	}
+	slices.Reverse(out)
 	return out, nil
+}
+
+// toolLine is what the model reads of an earlier call.
+func toolLine(p db.Proposal) string {
+	line := fmt.Sprintf("(Earlier tool call %s: %s", p.Tool, p.Status)
+	switch {
+	case p.RejectionReason.String != "":
+		line += ", reason: " + truncate(p.RejectionReason.String, 500)
+	case p.Error.String != "":
+		line += ", error: " + truncate(p.Error.String, 500)
+	case len(p.Result) > 0:
+		line += ", result: " + truncate(string(p.Result), 500)
+	}
+	return line + ")"
 }
 
 // agentName names the model's agent token: "model (gpt-4o)".

@@ -6,7 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -47,6 +50,9 @@ var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such conversation.")
 type Service struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
+	// key signs page cursors (cursor.go), read once.
+	keyMu sync.Mutex
+	key   []byte
 }
 
 // NewService returns the conversations service.
@@ -200,20 +206,132 @@ func (s *Service) PostMessage(ctx context.Context, p auth.Principal, id uuid.UUI
 	return messageFromRow(m), nil
 }
 
-// Transcript returns the conversation's messages, oldest first.
-func (s *Service) Transcript(ctx context.Context, p auth.Principal, id uuid.UUID) ([]Message, error) {
+// Page sizes of a transcript: DefaultLimit lines when the caller names no
+// limit, at most MaxLimit.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 500
+)
+
+// Range asks for one page of a transcript: at most Limit lines, the
+// latest ones, or those before the Before cursor, or those after the
+// After cursor (between both when both are given); oldest first in
+// every case. Cursors come from an earlier Page of the same conversation,
+// read by the same user.
+type Range struct {
+	Limit         int
+	Before, After string
+}
+
+// Page is a page of a transcript, oldest first.
+type Page struct {
+	Messages []Message
+	// Prev is the cursor of the lines before this page (for Before); ""
+	// when there are none.
+	Prev string
+	// Next is the cursor of the lines after this page (for After): they
+	// may exist now (Newer) or come later.
+	Next  string
+	Newer bool
+}
+
+// Messages returns a page of the caller's conversation. Every read is an
+// index range with a LIMIT (messages_conversation_idx): it takes as long
+// with a million lines as with ten. A limit out of range, or a cursor
+// that is not one this conversation gave this caller for that direction,
+// is refused naming the parameter, before any line is read.
+func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, r Range) (Page, error) {
+	if r.Limit < 1 || r.Limit > MaxLimit {
+		return Page{}, apperr.Invalid(fmt.Sprintf("The limit must be from 1 to %d lines.", MaxLimit),
+			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", MaxLimit)})
+	}
 	if _, err := s.Get(ctx, p, id); err != nil {
-		return nil, err
+		return Page{}, err
 	}
-	rows, err := s.q.ListMessages(ctx, id)
+	key, err := s.cursorKey(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("conversations: transcript: %w", err)
+		return Page{}, err
 	}
-	out := make([]Message, len(rows))
-	for i, r := range rows {
-		out[i] = messageFromRow(r)
+	cur := pageCursors{key: key, conversation: id, user: p.UserID}
+	before, after := int64(math.MaxInt64), int64(0)
+	var bad []apperr.FieldError
+	if r.Before != "" {
+		var ok bool
+		if before, ok = cur.decode(older, r.Before); !ok {
+			bad = append(bad, apperr.FieldError{Field: "before", Message: "is not a cursor this conversation's pages gave you for earlier lines"})
+		}
 	}
-	return out, nil
+	if r.After != "" {
+		var ok bool
+		if after, ok = cur.decode(newer, r.After); !ok {
+			bad = append(bad, apperr.FieldError{Field: "after", Message: "is not a cursor this conversation's pages gave you for later lines"})
+		}
+	}
+	if len(bad) > 0 {
+		names := make([]string, len(bad))
+		for i, f := range bad {
+			names[i] = f.Field
+		}
+		return Page{}, apperr.Invalid("This page of the conversation cannot be read: ask again with the "+strings.Join(names, " and ")+
+			" cursor of one of its own pages.", bad...)
+	}
+
+	var page Page
+	var rows []db.Message
+	var olderExist, newerKnown bool
+	if r.After != "" {
+		rows, err = s.q.ListMessagesBetween(ctx, db.ListMessagesBetweenParams{ConversationID: id, After: after, Before: before, MaxLines: int32(r.Limit + 1)})
+		if err != nil {
+			return Page{}, fmt.Errorf("conversations: messages: %w", err)
+		}
+		if len(rows) > r.Limit {
+			rows, page.Newer = rows[:r.Limit], true
+		}
+		// Without a before cursor, what came after the page is in it.
+		newerKnown = page.Newer || r.Before == ""
+	} else {
+		rows, err = s.q.ListMessagesBefore(ctx, db.ListMessagesBeforeParams{ConversationID: id, Before: before, MaxLines: int32(r.Limit + 1)})
+		if err != nil {
+			return Page{}, fmt.Errorf("conversations: messages: %w", err)
+		}
+		if len(rows) > r.Limit {
+			rows, olderExist = rows[:r.Limit], true
+		}
+		slices.Reverse(rows)
+		// The latest page has nothing newer (as of this read).
+		newerKnown = r.Before == ""
+	}
+	page.Messages = make([]Message, len(rows))
+	for i, row := range rows {
+		page.Messages[i] = messageFromRow(row)
+	}
+
+	// The other direction: one index probe each, when the read did not tell.
+	first, last := after+1, after // an empty page: the position asked about
+	if len(rows) > 0 {
+		first, last = rows[0].ID, rows[len(rows)-1].ID
+	} else if r.After == "" {
+		first, last = before, 0 // nothing before "before"
+	}
+	if r.After != "" && after > 0 {
+		prev, err := s.q.PreviousMessageID(ctx, db.PreviousMessageIDParams{ConversationID: id, Before: first})
+		if err != nil {
+			return Page{}, fmt.Errorf("conversations: messages: %w", err)
+		}
+		olderExist = prev != 0
+	}
+	if !newerKnown {
+		next, err := s.q.NextMessageID(ctx, db.NextMessageIDParams{ConversationID: id, After: last})
+		if err != nil {
+			return Page{}, fmt.Errorf("conversations: messages: %w", err)
+		}
+		page.Newer = next != 0
+	}
+	if olderExist {
+		page.Prev = cur.encode(older, first)
+	}
+	page.Next = cur.encode(newer, last)
+	return page, nil
 }
 
 func messageFromRow(m db.Message) Message {

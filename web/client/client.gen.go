@@ -698,6 +698,30 @@ func (e ReceiptStatus) Valid() bool {
 	}
 }
 
+// Defines values for ReceiptVerificationRunStatus.
+const (
+	ReceiptVerificationRunStatusDone    ReceiptVerificationRunStatus = "done"
+	ReceiptVerificationRunStatusFailed  ReceiptVerificationRunStatus = "failed"
+	ReceiptVerificationRunStatusQueued  ReceiptVerificationRunStatus = "queued"
+	ReceiptVerificationRunStatusRunning ReceiptVerificationRunStatus = "running"
+)
+
+// Valid indicates whether the value is a known member of the ReceiptVerificationRunStatus enum.
+func (e ReceiptVerificationRunStatus) Valid() bool {
+	switch e {
+	case ReceiptVerificationRunStatusDone:
+		return true
+	case ReceiptVerificationRunStatusFailed:
+		return true
+	case ReceiptVerificationRunStatusQueued:
+		return true
+	case ReceiptVerificationRunStatusRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ToolEffect.
 const (
 	ToolEffectDestructive ToolEffect = "destructive"
@@ -1576,11 +1600,14 @@ type ReceiptVerification struct {
 	ContentErrors *int `json:"content_errors,omitempty"`
 
 	// FirstBadSeq The first seq at which the chain no longer verifies.
-	FirstBadSeq          *int   `json:"first_bad_seq,omitempty"`
-	FirstContentErrorSeq *int   `json:"first_content_error_seq,omitempty"`
-	HeadHash             string `json:"head_hash"`
-	HeadSeq              int    `json:"head_seq"`
-	Ok                   bool   `json:"ok"`
+	FirstBadSeq          *int `json:"first_bad_seq,omitempty"`
+	FirstContentErrorSeq *int `json:"first_content_error_seq,omitempty"`
+
+	// FromSeq The checkpoint's seq a verification from a checkpoint started at (gatehouse receipts verify --checkpoint); absent from seq 1.
+	FromSeq  *int   `json:"from_seq,omitempty"`
+	HeadHash string `json:"head_hash"`
+	HeadSeq  int    `json:"head_seq"`
+	Ok       bool   `json:"ok"`
 
 	// OldestPendingAt When the oldest of them was written.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
@@ -1590,6 +1617,32 @@ type ReceiptVerification struct {
 	Reason      *string             `json:"reason,omitempty"`
 	WorkspaceId *openapi_types.UUID `json:"workspace_id,omitempty"`
 }
+
+// ReceiptVerificationRun A verification running in the background. Progress is checked of target_seq; result is there once status is done, error once failed.
+type ReceiptVerificationRun struct {
+	// Checked Receipts verified so far.
+	Checked   int       `json:"checked"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Error Why the run could not finish (failed); start another.
+	Error      *string            `json:"error,omitempty"`
+	FinishedAt *time.Time         `json:"finished_at,omitempty"`
+	Id         openapi_types.UUID `json:"id"`
+
+	// Result What a verification found. checked, head_seq and head_hash describe the prefix that verified (the whole chain when ok). A receipt that has waited longer than five minutes to be chained makes ok false (a stalled sequencer), with first_bad_seq the seq it would take.
+	Result    *ReceiptVerification         `json:"result,omitempty"`
+	StartedAt *time.Time                   `json:"started_at,omitempty"`
+	Status    ReceiptVerificationRunStatus `json:"status"`
+
+	// StatusUrl Where to poll the run (GET).
+	StatusUrl string `json:"status_url"`
+
+	// TargetSeq The chain's head when the run started: it verifies seq 1 to it. Absent while queued.
+	TargetSeq *int `json:"target_seq,omitempty"`
+}
+
+// ReceiptVerificationRunStatus defines model for ReceiptVerificationRun.Status.
+type ReceiptVerificationRunStatus string
 
 // Tool defines model for Tool.
 type Tool struct {
@@ -1672,6 +1725,9 @@ type ToolCallDone = Proposal
 // ToolCallWaiting A proposed tool call in a conversation, or a cell in a notebook (exactly one of conversation_id, notebook_id).
 type ToolCallWaiting = Proposal
 
+// VerificationStarted A verification running in the background. Progress is checked of target_seq; result is there once status is done, error once failed.
+type VerificationStarted = ReceiptVerificationRun
+
 // ToolCall defines model for ToolCall.
 type ToolCall struct {
 	Arguments map[string]interface{} `json:"arguments"`
@@ -1694,6 +1750,12 @@ type ListApprovalsParams struct {
 	Tool        *string                    `form:"tool,omitempty" json:"tool,omitempty"`
 	ActionClass *string                    `form:"action_class,omitempty" json:"action_class,omitempty"`
 	Risk        *ListApprovalsParamsRisk   `form:"risk,omitempty" json:"risk,omitempty"`
+
+	// Cursor The next_cursor of the page before, with the same filter; none for the first page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Packets per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListApprovalsParamsStatus defines parameters for ListApprovals.
@@ -1799,6 +1861,18 @@ type UpdateConversationJSONBody struct {
 
 // UpdateConversationJSONBodyPermissionMode defines parameters for UpdateConversation.
 type UpdateConversationJSONBodyPermissionMode string
+
+// ListMessagesParams defines parameters for ListMessages.
+type ListMessagesParams struct {
+	// Limit Messages in the page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Before A prev cursor: the messages before it.
+	Before *string `form:"before,omitempty" json:"before,omitempty"`
+
+	// After A next cursor: the messages after it.
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+}
 
 // PostMessageJSONBody defines parameters for PostMessage.
 type PostMessageJSONBody struct {
@@ -1940,6 +2014,9 @@ type ExportReceiptsParams struct {
 // GetReceiptPublicKey200JSONResponseBodyAlgorithm defines parameters for GetReceiptPublicKey.
 type GetReceiptPublicKey200JSONResponseBodyAlgorithm string
 
+// StartReceiptVerificationJSONBody defines parameters for StartReceiptVerification.
+type StartReceiptVerificationJSONBody = map[string]interface{}
+
 // RedactReceiptJSONBody defines parameters for RedactReceipt.
 type RedactReceiptJSONBody struct {
 	RedactedFor string `json:"redacted_for"`
@@ -2020,6 +2097,9 @@ type ApplyProposalJSONRequestBody ApplyProposalJSONBody
 
 // RejectProposalJSONRequestBody defines body for RejectProposal for application/json ContentType.
 type RejectProposalJSONRequestBody RejectProposalJSONBody
+
+// StartReceiptVerificationJSONRequestBody defines body for StartReceiptVerification for application/json ContentType.
+type StartReceiptVerificationJSONRequestBody = StartReceiptVerificationJSONBody
 
 // RedactReceiptJSONRequestBody defines body for RedactReceipt for application/json ContentType.
 type RedactReceiptJSONRequestBody RedactReceiptJSONBody
@@ -2327,7 +2407,18 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// ListApprovals The approvals queue (approvers and admins; session or user token, Accept application/json)
+	// ListApprovals The approvals queue, a page at a time (approvers and admins; session or user token, Accept application/json)
+	//
+	// The packets the caller may resolve, one page at a time: pending
+	// packets soonest expiry first, the other statuses (and any status)
+	// newest first, each with the packet id as tiebreaker. The first page
+	// has no cursor; the next one is asked for with the page's
+	// next_cursor and the same filter. A page reads at most 500 packets
+	// of its list, however narrow the filter: a page may hold fewer than
+	// limit packets (partial: true) while next_cursor is set, so read on
+	// until next_cursor is absent. A cursor that was altered, or belongs
+	// to another filter or user, and a limit out of range are 422 naming
+	// the parameter (cursor, limit); nothing is read.
 	//
 	// Corresponds with GET /admin/approvals (the `ListApprovals` operationId).
 	ListApprovals(ctx context.Context, params *ListApprovalsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2515,10 +2606,21 @@ type ClientInterface interface {
 	// Corresponds with PATCH /api/v1/conversations/{id} (the `UpdateConversation` operationId).
 	UpdateConversation(ctx context.Context, id string, body UpdateConversationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListMessages The transcript, oldest first
+	// ListMessages A page of the transcript, oldest first
+	//
+	// Without a cursor, the latest `limit` messages. `prev` (present when
+	// earlier messages exist) reads the page before, as `before`; `next`
+	// (always present) reads the messages after this page, as `after`:
+	// now, or later to follow the conversation. A page read with `after`
+	// that holds fewer than `limit` messages is the end, for now. With
+	// both, the messages between the two cursors, from `after` on.
+	// Messages come oldest first in every case, each exactly once across
+	// the pages. Cursors are opaque and signed: one altered, or given by
+	// another conversation, another user or for the other direction, is
+	// refused with 422 naming the parameter, as is a limit out of range.
 	//
 	// Corresponds with GET /api/v1/conversations/{id}/messages (the `ListMessages` operationId).
-	ListMessages(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListMessages(ctx context.Context, id string, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PostMessageWithBody Add a message (agents post as assistant)
 	//
@@ -2856,13 +2958,52 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/receipts/public-key (the `GetReceiptPublicKey` operationId).
 	GetReceiptPublicKey(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// VerifyReceipts Verify the workspace's receipt chain (any user token; agents get 403)
+	// StartReceiptVerificationWithBody Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
 	//
-	// Walks the chain from seq 1 to its head: gapless seq, each content
-	// against its content_hash (a redacted receipt's stored content_hash
-	// as is), each prev_hash, each hash. Any change but a redaction is
-	// reported at the first seq it affects. It reads every receipt, so it
-	// takes time on a long chain.
+	// Queues a run that walks the chain from seq 1 to its head when the
+	// run starts: gapless seq, each content against its content_hash (a
+	// redacted receipt's stored content_hash as is), each prev_hash, each
+	// hash. Any change but a redaction is reported at the first seq it
+	// affects. A worker on any server instance runs it, a page at a time,
+	// saving its progress; a run whose instance died is resumed by
+	// another. When a run waits or runs for the workspace already, this
+	// answers that run: one at a time per workspace. It takes no input:
+	// no body, or an empty object.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+	StartReceiptVerificationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StartReceiptVerification Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
+	//
+	// Queues a run that walks the chain from seq 1 to its head when the
+	// run starts: gapless seq, each content against its content_hash (a
+	// redacted receipt's stored content_hash as is), each prev_hash, each
+	// hash. Any change but a redaction is reported at the first seq it
+	// affects. A worker on any server instance runs it, a page at a time,
+	// saving its progress; a run whose instance died is resumed by
+	// another. When a run waits or runs for the workspace already, this
+	// answers that run: one at a time per workspace. It takes no input:
+	// no body, or an empty object.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+	StartReceiptVerification(ctx context.Context, body StartReceiptVerificationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetReceiptVerification A verification's status and progress, and its result once done (any user token of the workspace)
+	//
+	// Corresponds with GET /api/v1/receipts/verifications/{id} (the `GetReceiptVerification` operationId).
+	GetReceiptVerification(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// VerifyReceipts Start a verification of the workspace's receipt chain (any user token; agents get 403)
+	//
+	// The same as POST /api/v1/receipts/verifications, kept for the
+	// scripts that call it: a verification runs in the background (a
+	// long chain takes longer than a request may), and this answers 202
+	// with its status URL (Location and status_url). Poll that URL until
+	// status is done (the result) or failed.
 	//
 	// Corresponds with GET /api/v1/receipts/verify (the `VerifyReceipts` operationId).
 	VerifyReceipts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2969,7 +3110,18 @@ type ClientInterface interface {
 	ClearViolation(ctx context.Context, id string, body ClearViolationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// ListApprovals The approvals queue (approvers and admins; session or user token, Accept application/json)
+// ListApprovals The approvals queue, a page at a time (approvers and admins; session or user token, Accept application/json)
+//
+// The packets the caller may resolve, one page at a time: pending
+// packets soonest expiry first, the other statuses (and any status)
+// newest first, each with the packet id as tiebreaker. The first page
+// has no cursor; the next one is asked for with the page's
+// next_cursor and the same filter. A page reads at most 500 packets
+// of its list, however narrow the filter: a page may hold fewer than
+// limit packets (partial: true) while next_cursor is set, so read on
+// until next_cursor is absent. A cursor that was altered, or belongs
+// to another filter or user, and a limit out of range are 422 naming
+// the parameter (cursor, limit); nothing is read.
 //
 // Corresponds with GET /admin/approvals (the `ListApprovals` operationId).
 func (c *Client) ListApprovals(ctx context.Context, params *ListApprovalsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3357,11 +3509,22 @@ func (c *Client) UpdateConversation(ctx context.Context, id string, body UpdateC
 	return c.Client.Do(req)
 }
 
-// ListMessages The transcript, oldest first
+// ListMessages A page of the transcript, oldest first
+//
+// Without a cursor, the latest `limit` messages. `prev` (present when
+// earlier messages exist) reads the page before, as `before`; `next`
+// (always present) reads the messages after this page, as `after`:
+// now, or later to follow the conversation. A page read with `after`
+// that holds fewer than `limit` messages is the end, for now. With
+// both, the messages between the two cursors, from `after` on.
+// Messages come oldest first in every case, each exactly once across
+// the pages. Cursors are opaque and signed: one altered, or given by
+// another conversation, another user or for the other direction, is
+// refused with 422 naming the parameter, as is a limit out of range.
 //
 // Corresponds with GET /api/v1/conversations/{id}/messages (the `ListMessages` operationId).
-func (c *Client) ListMessages(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListMessagesRequest(c.Server, id)
+func (c *Client) ListMessages(ctx context.Context, id string, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListMessagesRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4048,13 +4211,82 @@ func (c *Client) GetReceiptPublicKey(ctx context.Context, reqEditors ...RequestE
 	return c.Client.Do(req)
 }
 
-// VerifyReceipts Verify the workspace's receipt chain (any user token; agents get 403)
+// StartReceiptVerificationWithBody Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
 //
-// Walks the chain from seq 1 to its head: gapless seq, each content
-// against its content_hash (a redacted receipt's stored content_hash
-// as is), each prev_hash, each hash. Any change but a redaction is
-// reported at the first seq it affects. It reads every receipt, so it
-// takes time on a long chain.
+// Queues a run that walks the chain from seq 1 to its head when the
+// run starts: gapless seq, each content against its content_hash (a
+// redacted receipt's stored content_hash as is), each prev_hash, each
+// hash. Any change but a redaction is reported at the first seq it
+// affects. A worker on any server instance runs it, a page at a time,
+// saving its progress; a run whose instance died is resumed by
+// another. When a run waits or runs for the workspace already, this
+// answers that run: one at a time per workspace. It takes no input:
+// no body, or an empty object.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+func (c *Client) StartReceiptVerificationWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartReceiptVerificationRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StartReceiptVerification Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
+//
+// Queues a run that walks the chain from seq 1 to its head when the
+// run starts: gapless seq, each content against its content_hash (a
+// redacted receipt's stored content_hash as is), each prev_hash, each
+// hash. Any change but a redaction is reported at the first seq it
+// affects. A worker on any server instance runs it, a page at a time,
+// saving its progress; a run whose instance died is resumed by
+// another. When a run waits or runs for the workspace already, this
+// answers that run: one at a time per workspace. It takes no input:
+// no body, or an empty object.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+func (c *Client) StartReceiptVerification(ctx context.Context, body StartReceiptVerificationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStartReceiptVerificationRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetReceiptVerification A verification's status and progress, and its result once done (any user token of the workspace)
+//
+// Corresponds with GET /api/v1/receipts/verifications/{id} (the `GetReceiptVerification` operationId).
+func (c *Client) GetReceiptVerification(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReceiptVerificationRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// VerifyReceipts Start a verification of the workspace's receipt chain (any user token; agents get 403)
+//
+// The same as POST /api/v1/receipts/verifications, kept for the
+// scripts that call it: a verification runs in the background (a
+// long chain takes longer than a request may), and this answers 202
+// with its status URL (Location and status_url). Poll that URL until
+// status is done (the result) or failed.
 //
 // Corresponds with GET /api/v1/receipts/verify (the `VerifyReceipts` operationId).
 func (c *Client) VerifyReceipts(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4337,6 +4569,30 @@ func NewListApprovalsRequest(server string, params *ListApprovalsParams) (*http.
 		if params.Risk != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "risk", *params.Risk, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4935,7 +5191,7 @@ func NewUpdateConversationRequestWithBody(server string, id string, contentType 
 }
 
 // NewListMessagesRequest constructs an http.Request for the ListMessages method
-func NewListMessagesRequest(server string, id string) (*http.Request, error) {
+func NewListMessagesRequest(server string, id string, params *ListMessagesParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -4958,6 +5214,57 @@ func NewListMessagesRequest(server string, id string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -5943,6 +6250,80 @@ func NewGetReceiptPublicKeyRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewStartReceiptVerificationRequest calls the generic StartReceiptVerification builder with application/json body
+func NewStartReceiptVerificationRequest(server string, body StartReceiptVerificationJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewStartReceiptVerificationRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewStartReceiptVerificationRequestWithBody constructs an http.Request for the StartReceiptVerification method, with any body, and a specified content type
+func NewStartReceiptVerificationRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/receipts/verifications")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetReceiptVerificationRequest constructs an http.Request for the GetReceiptVerification method
+func NewGetReceiptVerificationRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/receipts/verifications/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewVerifyReceiptsRequest constructs an http.Request for the VerifyReceipts method
 func NewVerifyReceiptsRequest(server string) (*http.Request, error) {
 	var err error
@@ -6319,7 +6700,18 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// ListApprovalsWithResponse The approvals queue (approvers and admins; session or user token, Accept application/json)
+	// ListApprovalsWithResponse The approvals queue, a page at a time (approvers and admins; session or user token, Accept application/json)
+	//
+	// The packets the caller may resolve, one page at a time: pending
+	// packets soonest expiry first, the other statuses (and any status)
+	// newest first, each with the packet id as tiebreaker. The first page
+	// has no cursor; the next one is asked for with the page's
+	// next_cursor and the same filter. A page reads at most 500 packets
+	// of its list, however narrow the filter: a page may hold fewer than
+	// limit packets (partial: true) while next_cursor is set, so read on
+	// until next_cursor is absent. A cursor that was altered, or belongs
+	// to another filter or user, and a limit out of range are 422 naming
+	// the parameter (cursor, limit); nothing is read.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6523,12 +6915,23 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /api/v1/conversations/{id} (the `UpdateConversation` operationId).
 	UpdateConversationWithResponse(ctx context.Context, id string, body UpdateConversationJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateConversationResponse, error)
 
-	// ListMessagesWithResponse The transcript, oldest first
+	// ListMessagesWithResponse A page of the transcript, oldest first
+	//
+	// Without a cursor, the latest `limit` messages. `prev` (present when
+	// earlier messages exist) reads the page before, as `before`; `next`
+	// (always present) reads the messages after this page, as `after`:
+	// now, or later to follow the conversation. A page read with `after`
+	// that holds fewer than `limit` messages is the end, for now. With
+	// both, the messages between the two cursors, from `after` on.
+	// Messages come oldest first in every case, each exactly once across
+	// the pages. Cursors are opaque and signed: one altered, or given by
+	// another conversation, another user or for the other direction, is
+	// refused with 422 naming the parameter, as is a limit out of range.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/conversations/{id}/messages (the `ListMessages` operationId).
-	ListMessagesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error)
+	ListMessagesWithResponse(ctx context.Context, id string, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error)
 
 	// PostMessageWithBodyWithResponse Add a message (agents post as assistant)
 	//
@@ -6894,13 +7297,54 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/receipts/public-key (the `GetReceiptPublicKey` operationId).
 	GetReceiptPublicKeyWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReceiptPublicKeyResponse, error)
 
-	// VerifyReceiptsWithResponse Verify the workspace's receipt chain (any user token; agents get 403)
+	// StartReceiptVerificationWithBodyWithResponse Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
 	//
-	// Walks the chain from seq 1 to its head: gapless seq, each content
-	// against its content_hash (a redacted receipt's stored content_hash
-	// as is), each prev_hash, each hash. Any change but a redaction is
-	// reported at the first seq it affects. It reads every receipt, so it
-	// takes time on a long chain.
+	// Queues a run that walks the chain from seq 1 to its head when the
+	// run starts: gapless seq, each content against its content_hash (a
+	// redacted receipt's stored content_hash as is), each prev_hash, each
+	// hash. Any change but a redaction is reported at the first seq it
+	// affects. A worker on any server instance runs it, a page at a time,
+	// saving its progress; a run whose instance died is resumed by
+	// another. When a run waits or runs for the workspace already, this
+	// answers that run: one at a time per workspace. It takes no input:
+	// no body, or an empty object.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+	StartReceiptVerificationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartReceiptVerificationResponse, error)
+
+	// StartReceiptVerificationWithResponse Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
+	//
+	// Queues a run that walks the chain from seq 1 to its head when the
+	// run starts: gapless seq, each content against its content_hash (a
+	// redacted receipt's stored content_hash as is), each prev_hash, each
+	// hash. Any change but a redaction is reported at the first seq it
+	// affects. A worker on any server instance runs it, a page at a time,
+	// saving its progress; a run whose instance died is resumed by
+	// another. When a run waits or runs for the workspace already, this
+	// answers that run: one at a time per workspace. It takes no input:
+	// no body, or an empty object.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+	StartReceiptVerificationWithResponse(ctx context.Context, body StartReceiptVerificationJSONRequestBody, reqEditors ...RequestEditorFn) (*StartReceiptVerificationResponse, error)
+
+	// GetReceiptVerificationWithResponse A verification's status and progress, and its result once done (any user token of the workspace)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/receipts/verifications/{id} (the `GetReceiptVerification` operationId).
+	GetReceiptVerificationWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetReceiptVerificationResponse, error)
+
+	// VerifyReceiptsWithResponse Start a verification of the workspace's receipt chain (any user token; agents get 403)
+	//
+	// The same as POST /api/v1/receipts/verifications, kept for the
+	// scripts that call it: a verification runs in the background (a
+	// long chain takes longer than a request may), and this answers 202
+	// with its status URL (Location and status_url). Poll that URL until
+	// status is done (the result) or failed.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7023,6 +7467,12 @@ type ListApprovalsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
 		Approvals []Approval `json:"approvals"`
+
+		// NextCursor The cursor of the next page; absent on the last page.
+		NextCursor *string `json:"next_cursor,omitempty"`
+
+		// Partial The page read its 500 packets before it filled: fewer matched than limit, and more may match after next_cursor.
+		Partial *bool `json:"partial,omitempty"`
 	}
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
@@ -7031,6 +7481,12 @@ type ListApprovalsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListApprovalsResponse) GetJSON200() *struct {
 	Approvals []Approval `json:"approvals"`
+
+	// NextCursor The cursor of the next page; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Partial The page read its 500 packets before it filled: fewer matched than limit, and more may match after next_cursor.
+	Partial *bool `json:"partial,omitempty"`
 } {
 	return r.JSON200
 }
@@ -7760,6 +8216,12 @@ type ListMessagesResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
 		Messages []Message `json:"messages"`
+
+		// Next The cursor of the messages after this page (for after).
+		Next string `json:"next"`
+
+		// Prev The cursor of the earlier messages (for before); absent when there are none.
+		Prev *string `json:"prev,omitempty"`
 	}
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
@@ -7768,6 +8230,12 @@ type ListMessagesResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListMessagesResponse) GetJSON200() *struct {
 	Messages []Message `json:"messages"`
+
+	// Next The cursor of the messages after this page (for after).
+	Next string `json:"next"`
+
+	// Prev The cursor of the earlier messages (for before); absent when there are none.
+	Prev *string `json:"prev,omitempty"`
 } {
 	return r.JSON200
 }
@@ -8995,18 +9463,137 @@ func (r GetReceiptPublicKeyResponse) ContentType() string {
 	return ""
 }
 
-type VerifyReceiptsResponse struct {
+// StartReceiptVerificationResponse202Headers the declared response headers of an HTTP 202 response for StartReceiptVerification
+type StartReceiptVerificationResponse202Headers struct {
+	Location   string
+	RetryAfter *int
+}
+
+type StartReceiptVerificationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *VerificationStarted
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *StartReceiptVerificationResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r StartReceiptVerificationResponse) GetJSON202() *VerificationStarted {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r StartReceiptVerificationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r StartReceiptVerificationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StartReceiptVerificationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StartReceiptVerificationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StartReceiptVerificationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetReceiptVerificationResponse200Headers the declared response headers of an HTTP 200 response for GetReceiptVerification
+type GetReceiptVerificationResponse200Headers struct {
+	RetryAfter *int
+}
+
+type GetReceiptVerificationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *ReceiptVerification
+	JSON200 *ReceiptVerificationRun
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetReceiptVerificationResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r VerifyReceiptsResponse) GetJSON200() *ReceiptVerification {
+func (r GetReceiptVerificationResponse) GetJSON200() *ReceiptVerificationRun {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetReceiptVerificationResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReceiptVerificationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReceiptVerificationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReceiptVerificationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReceiptVerificationResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// VerifyReceiptsResponse202Headers the declared response headers of an HTTP 202 response for VerifyReceipts
+type VerifyReceiptsResponse202Headers struct {
+	Location   string
+	RetryAfter *int
+}
+
+type VerifyReceiptsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *VerificationStarted
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *VerifyReceiptsResponse202Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r VerifyReceiptsResponse) GetJSON202() *VerificationStarted {
+	return r.JSON202
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -9395,7 +9982,18 @@ func (r ClearViolationResponse) ContentType() string {
 	return ""
 }
 
-// ListApprovalsWithResponse The approvals queue (approvers and admins; session or user token, Accept application/json)
+// ListApprovalsWithResponse The approvals queue, a page at a time (approvers and admins; session or user token, Accept application/json)
+//
+// The packets the caller may resolve, one page at a time: pending
+// packets soonest expiry first, the other statuses (and any status)
+// newest first, each with the packet id as tiebreaker. The first page
+// has no cursor; the next one is asked for with the page's
+// next_cursor and the same filter. A page reads at most 500 packets
+// of its list, however narrow the filter: a page may hold fewer than
+// limit packets (partial: true) while next_cursor is set, so read on
+// until next_cursor is absent. A cursor that was altered, or belongs
+// to another filter or user, and a limit out of range are 422 naming
+// the parameter (cursor, limit); nothing is read.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -9719,13 +10317,24 @@ func (c *ClientWithResponses) UpdateConversationWithResponse(ctx context.Context
 	return ParseUpdateConversationResponse(rsp)
 }
 
-// ListMessagesWithResponse The transcript, oldest first
+// ListMessagesWithResponse A page of the transcript, oldest first
+//
+// Without a cursor, the latest `limit` messages. `prev` (present when
+// earlier messages exist) reads the page before, as `before`; `next`
+// (always present) reads the messages after this page, as `after`:
+// now, or later to follow the conversation. A page read with `after`
+// that holds fewer than `limit` messages is the end, for now. With
+// both, the messages between the two cursors, from `after` on.
+// Messages come oldest first in every case, each exactly once across
+// the pages. Cursors are opaque and signed: one altered, or given by
+// another conversation, another user or for the other direction, is
+// refused with 422 naming the parameter, as is a limit out of range.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/conversations/{id}/messages (the `ListMessages` operationId).
-func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error) {
-	rsp, err := c.ListMessages(ctx, id, reqEditors...)
+func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, id string, params *ListMessagesParams, reqEditors ...RequestEditorFn) (*ListMessagesResponse, error) {
+	rsp, err := c.ListMessages(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10300,13 +10909,72 @@ func (c *ClientWithResponses) GetReceiptPublicKeyWithResponse(ctx context.Contex
 	return ParseGetReceiptPublicKeyResponse(rsp)
 }
 
-// VerifyReceiptsWithResponse Verify the workspace's receipt chain (any user token; agents get 403)
+// StartReceiptVerificationWithBodyWithResponse Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
 //
-// Walks the chain from seq 1 to its head: gapless seq, each content
-// against its content_hash (a redacted receipt's stored content_hash
-// as is), each prev_hash, each hash. Any change but a redaction is
-// reported at the first seq it affects. It reads every receipt, so it
-// takes time on a long chain.
+// Queues a run that walks the chain from seq 1 to its head when the
+// run starts: gapless seq, each content against its content_hash (a
+// redacted receipt's stored content_hash as is), each prev_hash, each
+// hash. Any change but a redaction is reported at the first seq it
+// affects. A worker on any server instance runs it, a page at a time,
+// saving its progress; a run whose instance died is resumed by
+// another. When a run waits or runs for the workspace already, this
+// answers that run: one at a time per workspace. It takes no input:
+// no body, or an empty object.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+func (c *ClientWithResponses) StartReceiptVerificationWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*StartReceiptVerificationResponse, error) {
+	rsp, err := c.StartReceiptVerificationWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartReceiptVerificationResponse(rsp)
+}
+
+// StartReceiptVerificationWithResponse Start a verification of the workspace's receipt chain in the background (any user token; agents get 403)
+//
+// Queues a run that walks the chain from seq 1 to its head when the
+// run starts: gapless seq, each content against its content_hash (a
+// redacted receipt's stored content_hash as is), each prev_hash, each
+// hash. Any change but a redaction is reported at the first seq it
+// affects. A worker on any server instance runs it, a page at a time,
+// saving its progress; a run whose instance died is resumed by
+// another. When a run waits or runs for the workspace already, this
+// answers that run: one at a time per workspace. It takes no input:
+// no body, or an empty object.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/receipts/verifications (the `StartReceiptVerification` operationId).
+func (c *ClientWithResponses) StartReceiptVerificationWithResponse(ctx context.Context, body StartReceiptVerificationJSONRequestBody, reqEditors ...RequestEditorFn) (*StartReceiptVerificationResponse, error) {
+	rsp, err := c.StartReceiptVerification(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStartReceiptVerificationResponse(rsp)
+}
+
+// GetReceiptVerificationWithResponse A verification's status and progress, and its result once done (any user token of the workspace)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/receipts/verifications/{id} (the `GetReceiptVerification` operationId).
+func (c *ClientWithResponses) GetReceiptVerificationWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetReceiptVerificationResponse, error) {
+	rsp, err := c.GetReceiptVerification(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReceiptVerificationResponse(rsp)
+}
+
+// VerifyReceiptsWithResponse Start a verification of the workspace's receipt chain (any user token; agents get 403)
+//
+// The same as POST /api/v1/receipts/verifications, kept for the
+// scripts that call it: a verification runs in the background (a
+// long chain takes longer than a request may), and this answers 202
+// with its status URL (Location and status_url). Poll that URL until
+// status is done (the result) or failed.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10505,6 +11173,12 @@ func ParseListApprovalsResponse(rsp *http.Response) (*ListApprovalsResponse, err
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Approvals []Approval `json:"approvals"`
+
+			// NextCursor The cursor of the next page; absent on the last page.
+			NextCursor *string `json:"next_cursor,omitempty"`
+
+			// Partial The page read its 500 packets before it filled: fewer matched than limit, and more may match after next_cursor.
+			Partial *bool `json:"partial,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -10994,6 +11668,12 @@ func ParseListMessagesResponse(rsp *http.Response) (*ListMessagesResponse, error
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Messages []Message `json:"messages"`
+
+			// Next The cursor of the messages after this page (for after).
+			Next string `json:"next"`
+
+			// Prev The cursor of the earlier messages (for before); absent when there are none.
+			Prev *string `json:"prev,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -11826,6 +12506,105 @@ func ParseGetReceiptPublicKeyResponse(rsp *http.Response) (*GetReceiptPublicKeyR
 	return response, nil
 }
 
+// ParseStartReceiptVerificationResponse parses an HTTP response from a StartReceiptVerificationWithResponse call
+func ParseStartReceiptVerificationResponse(rsp *http.Response) (*StartReceiptVerificationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StartReceiptVerificationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest VerificationStarted
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers StartReceiptVerificationResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers202 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetReceiptVerificationResponse parses an HTTP response from a GetReceiptVerificationWithResponse call
+func ParseGetReceiptVerificationResponse(rsp *http.Response) (*GetReceiptVerificationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReceiptVerificationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ReceiptVerificationRun
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetReceiptVerificationResponse200Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseVerifyReceiptsResponse parses an HTTP response from a VerifyReceiptsWithResponse call
 func ParseVerifyReceiptsResponse(rsp *http.Response) (*VerifyReceiptsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -11840,12 +12619,12 @@ func ParseVerifyReceiptsResponse(rsp *http.Response) (*VerifyReceiptsResponse, e
 	}
 
 	switch {
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest ReceiptVerification
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest VerificationStarted
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
-		response.JSON200 = &dest
+		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -11854,6 +12633,26 @@ func ParseVerifyReceiptsResponse(rsp *http.Response) (*VerifyReceiptsResponse, e
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 202:
+		var headers VerifyReceiptsResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers202 = &headers
 	}
 
 	return response, nil
