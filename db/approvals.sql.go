@@ -33,79 +33,141 @@ func (q *Queries) AddApprovalVote(ctx context.Context, arg AddApprovalVoteParams
 	return result.RowsAffected(), nil
 }
 
-const countApprovals = `-- name: CountApprovals :one
-SELECT
-    count(*) FILTER (WHERE a.status = 'pending' AND ($1::text = '' OR p.risk = $1)) AS pending,
-    count(*) FILTER (WHERE a.status = 'approved' AND ($1::text = '' OR p.risk = $1)) AS approved,
-    count(*) FILTER (WHERE a.status = 'rejected' AND ($1::text = '' OR p.risk = $1)) AS rejected,
-    count(*) FILTER (WHERE a.status = 'expired' AND ($1::text = '' OR p.risk = $1)) AS expired,
-    count(*) FILTER (WHERE $1::text = '' OR p.risk = $1) AS any_status,
-    count(*) FILTER (WHERE ($2::text = '' OR a.status = $2) AND p.risk = 'high') AS high,
-    count(*) FILTER (WHERE ($2::text = '' OR a.status = $2) AND p.risk = 'medium') AS medium,
-    count(*) FILTER (WHERE ($2::text = '' OR a.status = $2) AND p.risk = 'low') AS low,
-    count(*) FILTER (WHERE $2::text = '' OR a.status = $2) AS any_risk
-FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
-WHERE a.workspace_id = $3
-  AND a.approver_role = ANY ($4::text[])
-  AND ($5::text = '' OR p.tool = $5)
-  AND ($6::text = '' OR p.action_class = $6)
+const countApprovals = `-- name: CountApprovals :many
+SELECT c.status::text AS status, n.matched, n.high, n.medium, n.low, n.any_risk, n.read
+FROM (VALUES ('pending'), ('approved'), ('rejected'), ('expired'), ('')) AS c (status)
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE s.ok AND ($1::text = '' OR s.risk = $1)) AS matched,
+           count(*) FILTER (WHERE s.ok AND s.risk = 'high') AS high,
+           count(*) FILTER (WHERE s.ok AND s.risk = 'medium') AS medium,
+           count(*) FILTER (WHERE s.ok AND s.risk = 'low') AS low,
+           count(*) FILTER (WHERE s.ok) AS any_risk,
+           count(*) AS read
+    FROM (
+        SELECT p.risk,
+               (a.approver_role = ANY ($2::text[])
+                AND ($3::text = '' OR p.tool = $3)
+                AND ($4::text = '' OR p.action_class = $4)) IS TRUE AS ok
+        FROM (
+            -- In an index's order, so that the read stops at the budget
+            -- (a sequential scan with a filter could read every packet).
+            (SELECT q.proposal_id, q.approver_role FROM approvals q
+             WHERE c.status <> '' AND q.workspace_id = $5 AND q.status = c.status
+             ORDER BY q.expires_at, q.id
+             LIMIT $6)
+            UNION ALL
+            (SELECT q.proposal_id, q.approver_role FROM approvals q
+             WHERE c.status = '' AND q.workspace_id = $5
+             ORDER BY q.created_at DESC, q.id DESC
+             LIMIT $6)
+        ) a
+        LEFT JOIN LATERAL (
+            SELECT x.tool, x.action_class, x.risk::text AS risk FROM proposals x
+            WHERE x.id = a.proposal_id
+              AND (c.status = $7::text OR $1 <> '' OR $3 <> '' OR $4 <> '')
+            LIMIT 1
+        ) p ON true
+    ) s
+) n
 `
 
 type CountApprovalsParams struct {
 	Risk        string
-	Status      string
-	WorkspaceID uuid.UUID
 	Roles       []string
 	Tool        string
 	ActionClass string
+	WorkspaceID uuid.UUID
+	Budget      int32
+	Status      string
 }
 
 type CountApprovalsRow struct {
-	Pending   int64
-	Approved  int64
-	Rejected  int64
-	Expired   int64
-	AnyStatus int64
-	High      int64
-	Medium    int64
-	Low       int64
-	AnyRisk   int64
+	Status  string
+	Matched int64
+	High    int64
+	Medium  int64
+	Low     int64
+	AnyRisk int64
+	Read    int64
 }
 
-// The inbox's filter bar, in one query: each status's count under the
-// other filters (tool, action class, risk), and each risk's count under
-// the status, tool and action class filters.
-func (q *Queries) CountApprovals(ctx context.Context, arg CountApprovalsParams) (CountApprovalsRow, error) {
-	row := q.db.QueryRow(ctx, countApprovals,
+// The inbox's filter bar, in one query: for each status (and any status),
+// how many of the caller's packets match under the risk, tool and action
+// class filters; for the status filtered on, how many of each risk. Each
+// status reads at most @budget of its packets through an index, however
+// many there are: read = @budget means its counts stopped there (at
+// least that many). A packet's call is read only when a filter or the
+// risks need it.
+func (q *Queries) CountApprovals(ctx context.Context, arg CountApprovalsParams) ([]CountApprovalsRow, error) {
+	rows, err := q.db.Query(ctx, countApprovals,
 		arg.Risk,
-		arg.Status,
-		arg.WorkspaceID,
 		arg.Roles,
 		arg.Tool,
 		arg.ActionClass,
+		arg.WorkspaceID,
+		arg.Budget,
+		arg.Status,
 	)
-	var i CountApprovalsRow
-	err := row.Scan(
-		&i.Pending,
-		&i.Approved,
-		&i.Rejected,
-		&i.Expired,
-		&i.AnyStatus,
-		&i.High,
-		&i.Medium,
-		&i.Low,
-		&i.AnyRisk,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CountApprovalsRow{}
+	for rows.Next() {
+		var i CountApprovalsRow
+		if err := rows.Scan(
+			&i.Status,
+			&i.Matched,
+			&i.High,
+			&i.Medium,
+			&i.Low,
+			&i.AnyRisk,
+			&i.Read,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const countPendingApprovals = `-- name: CountPendingApprovals :one
-SELECT count(*) FROM approvals WHERE workspace_id = $1 AND status = 'pending' AND expires_at > now()
+SELECT count(*) FROM (
+    SELECT 1
+    FROM (
+        SELECT q.proposal_id, q.approver_role FROM approvals q
+        WHERE q.workspace_id = $1 AND q.status = 'pending' AND q.expires_at > now()
+        ORDER BY q.expires_at, q.id
+        LIMIT $2
+    ) a
+    CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id LIMIT 1) p
+    WHERE a.approver_role = ANY ($3::text[]) AND p.proposed_by_user_id <> $4::uuid
+    LIMIT $5
+) s
 `
 
-func (q *Queries) CountPendingApprovals(ctx context.Context, workspaceID uuid.UUID) (int64, error) {
-	row := q.db.QueryRow(ctx, countPendingApprovals, workspaceID)
+type CountPendingApprovalsParams struct {
+	WorkspaceID uuid.UUID
+	Budget      int32
+	Roles       []string
+	UserID      uuid.UUID
+	Cap         int32
+}
+
+// The header's count of the packets a user may resolve (their roles, not
+// their own proposals): it reads at most @budget pending packets, soonest
+// expiry first, and stops at @cap matches.
+func (q *Queries) CountPendingApprovals(ctx context.Context, arg CountPendingApprovalsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countPendingApprovals,
+		arg.WorkspaceID,
+		arg.Budget,
+		arg.Roles,
+		arg.UserID,
+		arg.Cap,
+	)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -445,7 +507,7 @@ func (q *Queries) ListApprovalVotesDetail(ctx context.Context, approvalID uuid.U
 	return items, nil
 }
 
-const listApprovals = `-- name: ListApprovals :many
+const listApprovalsByID = `-- name: ListApprovalsByID :many
 SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
@@ -457,26 +519,17 @@ LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 LEFT JOIN users r ON r.id = a.resolved_by
-WHERE a.workspace_id = $1
-  AND a.approver_role = ANY ($2::text[])
-  AND ($3::text = '' OR a.status = $3)
-  AND ($4::text = '' OR p.tool = $4)
-  AND ($5::text = '' OR p.action_class = $5)
-  AND ($6::text = '' OR p.risk = $6)
-ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC, a.id
-LIMIT 200
+WHERE a.workspace_id = $1 AND a.id = ANY ($2::uuid[])
+  AND a.approver_role = ANY ($3::text[])
 `
 
-type ListApprovalsParams struct {
+type ListApprovalsByIDParams struct {
 	WorkspaceID uuid.UUID
+	Ids         []uuid.UUID
 	Roles       []string
-	Status      string
-	Tool        string
-	ActionClass string
-	Risk        string
 }
 
-type ListApprovalsRow struct {
+type ListApprovalsByIDRow struct {
 	ID              uuid.UUID
 	WorkspaceID     uuid.UUID
 	ProposalID      uuid.UUID
@@ -506,26 +559,18 @@ type ListApprovalsRow struct {
 	Votes           int64
 }
 
-// The queue: filtered by status, tool, action class and risk (empty = any),
-// soonest expiry first for pending packets, newest first otherwise. Each
-// row carries what the inbox shows without another query: the agent
-// token's name, the origin's title, the votes so far and who decided.
-func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([]ListApprovalsRow, error) {
-	rows, err := q.db.Query(ctx, listApprovals,
-		arg.WorkspaceID,
-		arg.Roles,
-		arg.Status,
-		arg.Tool,
-		arg.ActionClass,
-		arg.Risk,
-	)
+// What the inbox shows of a page's packets, without another query per
+// row: the agent token's name, the origin's title, the votes so far and
+// who decided. The page query chose the ids; the roles are checked again.
+func (q *Queries) ListApprovalsByID(ctx context.Context, arg ListApprovalsByIDParams) ([]ListApprovalsByIDRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalsByID, arg.WorkspaceID, arg.Ids, arg.Roles)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListApprovalsRow{}
+	items := []ListApprovalsByIDRow{}
 	for rows.Next() {
-		var i ListApprovalsRow
+		var i ListApprovalsByIDRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.WorkspaceID,
@@ -565,20 +610,290 @@ func (q *Queries) ListApprovals(ctx context.Context, arg ListApprovalsParams) ([
 	return items, nil
 }
 
+const listApprovalsPageAnyStatus = `-- name: ListApprovalsPageAnyStatus :many
+SELECT s.id, s.at, s.matched::boolean AS matched, s.n = $1::bigint AS last_read
+FROM (
+    SELECT a.id, a.created_at AS at, a.n,
+           (a.approver_role = ANY ($2::text[])
+            AND ($3::text = '' OR p.tool = $3)
+            AND ($4::text = '' OR p.action_class = $4)
+            AND ($5::text = '' OR p.risk = $5)) IS TRUE AS matched
+    FROM (
+        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        FROM approvals q
+        WHERE q.workspace_id = $6
+          AND (q.created_at, q.id) < ($7::timestamptz, $8::uuid)
+        ORDER BY q.created_at DESC, q.id DESC
+        LIMIT $1
+    ) a
+    -- One lookup per packet read, in the packet's order (never a join
+    -- that reads every call first), and only when the filter names the
+    -- call's tool, class or risk.
+    LEFT JOIN LATERAL (
+        SELECT c.tool, c.action_class, c.risk FROM proposals c
+        WHERE c.id = a.proposal_id AND ($3 <> '' OR $4 <> '' OR $5 <> '')
+        LIMIT 1
+    ) p ON true
+) s
+WHERE s.matched OR s.n = $1
+ORDER BY s.at DESC, s.id DESC
+LIMIT $9
+`
+
+type ListApprovalsPageAnyStatusParams struct {
+	Budget      int64
+	Roles       []string
+	Tool        string
+	ActionClass string
+	Risk        string
+	WorkspaceID uuid.UUID
+	BeforeAt    time.Time
+	BeforeID    uuid.UUID
+	PageLimit   int32
+}
+
+type ListApprovalsPageAnyStatusRow struct {
+	ID       uuid.UUID
+	At       time.Time
+	Matched  bool
+	LastRead bool
+}
+
+// Packets of any status, newest first, before the cursor's (created_at, id).
+func (q *Queries) ListApprovalsPageAnyStatus(ctx context.Context, arg ListApprovalsPageAnyStatusParams) ([]ListApprovalsPageAnyStatusRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalsPageAnyStatus,
+		arg.Budget,
+		arg.Roles,
+		arg.Tool,
+		arg.ActionClass,
+		arg.Risk,
+		arg.WorkspaceID,
+		arg.BeforeAt,
+		arg.BeforeID,
+		arg.PageLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListApprovalsPageAnyStatusRow{}
+	for rows.Next() {
+		var i ListApprovalsPageAnyStatusRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.Matched,
+			&i.LastRead,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listApprovalsPageByStatus = `-- name: ListApprovalsPageByStatus :many
+SELECT s.id, s.at, s.matched::boolean AS matched, s.n = $1::bigint AS last_read
+FROM (
+    SELECT a.id, a.created_at AS at, a.n,
+           (a.approver_role = ANY ($2::text[])
+            AND ($3::text = '' OR p.tool = $3)
+            AND ($4::text = '' OR p.action_class = $4)
+            AND ($5::text = '' OR p.risk = $5)) IS TRUE AS matched
+    FROM (
+        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        FROM approvals q
+        WHERE q.workspace_id = $6 AND q.status = $7
+          AND (q.created_at, q.id) < ($8::timestamptz, $9::uuid)
+        ORDER BY q.created_at DESC, q.id DESC
+        LIMIT $1
+    ) a
+    -- One lookup per packet read, in the packet's order (never a join
+    -- that reads every call first), and only when the filter names the
+    -- call's tool, class or risk.
+    LEFT JOIN LATERAL (
+        SELECT c.tool, c.action_class, c.risk FROM proposals c
+        WHERE c.id = a.proposal_id AND ($3 <> '' OR $4 <> '' OR $5 <> '')
+        LIMIT 1
+    ) p ON true
+) s
+WHERE s.matched OR s.n = $1
+ORDER BY s.at DESC, s.id DESC
+LIMIT $10
+`
+
+type ListApprovalsPageByStatusParams struct {
+	Budget      int64
+	Roles       []string
+	Tool        string
+	ActionClass string
+	Risk        string
+	WorkspaceID uuid.UUID
+	Status      string
+	BeforeAt    time.Time
+	BeforeID    uuid.UUID
+	PageLimit   int32
+}
+
+type ListApprovalsPageByStatusRow struct {
+	ID       uuid.UUID
+	At       time.Time
+	Matched  bool
+	LastRead bool
+}
+
+// Approved, rejected or expired packets, newest first, before the
+// cursor's (created_at, id).
+func (q *Queries) ListApprovalsPageByStatus(ctx context.Context, arg ListApprovalsPageByStatusParams) ([]ListApprovalsPageByStatusRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalsPageByStatus,
+		arg.Budget,
+		arg.Roles,
+		arg.Tool,
+		arg.ActionClass,
+		arg.Risk,
+		arg.WorkspaceID,
+		arg.Status,
+		arg.BeforeAt,
+		arg.BeforeID,
+		arg.PageLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListApprovalsPageByStatusRow{}
+	for rows.Next() {
+		var i ListApprovalsPageByStatusRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.Matched,
+			&i.LastRead,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPendingApprovalsPage = `-- name: ListPendingApprovalsPage :many
+
+SELECT s.id, s.at, s.matched::boolean AS matched, s.n = $1::bigint AS last_read
+FROM (
+    SELECT a.id, a.expires_at AS at, a.n,
+           (a.approver_role = ANY ($2::text[])
+            AND ($3::text = '' OR p.tool = $3)
+            AND ($4::text = '' OR p.action_class = $4)
+            AND ($5::text = '' OR p.risk = $5)) IS TRUE AS matched
+    FROM (
+        SELECT q.id, q.proposal_id, q.approver_role, q.expires_at, row_number() OVER (ORDER BY q.expires_at, q.id) AS n
+        FROM approvals q
+        WHERE q.workspace_id = $6 AND q.status = 'pending'
+          AND (q.expires_at, q.id) > ($7::timestamptz, $8::uuid)
+        ORDER BY q.expires_at, q.id
+        LIMIT $1
+    ) a
+    -- One lookup per packet read, in the packet's order (never a join
+    -- that reads every call first), and only when the filter names the
+    -- call's tool, class or risk.
+    LEFT JOIN LATERAL (
+        SELECT c.tool, c.action_class, c.risk FROM proposals c
+        WHERE c.id = a.proposal_id AND ($3 <> '' OR $4 <> '' OR $5 <> '')
+        LIMIT 1
+    ) p ON true
+) s
+WHERE s.matched OR s.n = $1
+ORDER BY s.at, s.id
+LIMIT $9
+`
+
+type ListPendingApprovalsPageParams struct {
+	Budget      int64
+	Roles       []string
+	Tool        string
+	ActionClass string
+	Risk        string
+	WorkspaceID uuid.UUID
+	AfterAt     time.Time
+	AfterID     uuid.UUID
+	PageLimit   int32
+}
+
+type ListPendingApprovalsPageRow struct {
+	ID       uuid.UUID
+	At       time.Time
+	Matched  bool
+	LastRead bool
+}
+
+// The queue is read a page at a time, through indexes that lead with the
+// workspace (migration 29): a page query reads at most @budget packets
+// of its list from the cursor on, in the list's order, and returns the
+// ids of those that match the filters (the roles the caller resolves,
+// tool, action class, risk; empty = any), at most @page_limit rows. The
+// @budget-th packet read is returned too (matched or not, last_read
+// true): a page that stops there before filling says where the next one
+// starts, so a narrow filter costs the same per page as none, however
+// long the history. ListApprovalsByID then reads what the inbox shows of
+// the page's packets.
+// Pending packets, soonest expiry first, after the cursor's (expires_at, id).
+func (q *Queries) ListPendingApprovalsPage(ctx context.Context, arg ListPendingApprovalsPageParams) ([]ListPendingApprovalsPageRow, error) {
+	rows, err := q.db.Query(ctx, listPendingApprovalsPage,
+		arg.Budget,
+		arg.Roles,
+		arg.Tool,
+		arg.ActionClass,
+		arg.Risk,
+		arg.WorkspaceID,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.PageLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListPendingApprovalsPageRow{}
+	for rows.Next() {
+		var i ListPendingApprovalsPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.Matched,
+			&i.LastRead,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listSimilarProposals = `-- name: ListSimilarProposals :many
-SELECT id, status, arguments, created_at, resolved_at, apply_path FROM proposals
-WHERE workspace_id = $1 AND tool = $2 AND id <> $3
+SELECT id, tool, status, arguments, created_at, resolved_at, apply_path FROM proposals
+WHERE workspace_id = $1 AND action_class = $2 AND resolved_by_user_id IS NOT NULL AND id <> $3
 ORDER BY created_at DESC LIMIT 10
 `
 
 type ListSimilarProposalsParams struct {
 	WorkspaceID uuid.UUID
-	Tool        string
+	ActionClass pgtype.Text
 	ID          uuid.UUID
 }
 
 type ListSimilarProposalsRow struct {
 	ID         uuid.UUID
+	Tool       string
 	Status     string
 	Arguments  json.RawMessage
 	CreatedAt  time.Time
@@ -586,9 +901,11 @@ type ListSimilarProposalsRow struct {
 	ApplyPath  pgtype.Text
 }
 
-// The history of similar calls: the same tool in the workspace, newest first.
+// The history of similar calls: the latest calls of the same action class
+// in the workspace that someone decided (a person, or the automatic path
+// on its principal's behalf), newest first, through proposals_decided_idx.
 func (q *Queries) ListSimilarProposals(ctx context.Context, arg ListSimilarProposalsParams) ([]ListSimilarProposalsRow, error) {
-	rows, err := q.db.Query(ctx, listSimilarProposals, arg.WorkspaceID, arg.Tool, arg.ID)
+	rows, err := q.db.Query(ctx, listSimilarProposals, arg.WorkspaceID, arg.ActionClass, arg.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -598,6 +915,7 @@ func (q *Queries) ListSimilarProposals(ctx context.Context, arg ListSimilarPropo
 		var i ListSimilarProposalsRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.Tool,
 			&i.Status,
 			&i.Arguments,
 			&i.CreatedAt,

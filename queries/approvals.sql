@@ -18,11 +18,112 @@ UPDATE approvals SET requires_witness = true WHERE id = $1;
 -- name: GetApprovalForProposal :one
 SELECT * FROM approvals WHERE proposal_id = $1;
 
--- name: ListApprovals :many
--- The queue: filtered by status, tool, action class and risk (empty = any),
--- soonest expiry first for pending packets, newest first otherwise. Each
--- row carries what the inbox shows without another query: the agent
--- token's name, the origin's title, the votes so far and who decided.
+-- The queue is read a page at a time, through indexes that lead with the
+-- workspace (migration 29): a page query reads at most @budget packets
+-- of its list from the cursor on, in the list's order, and returns the
+-- ids of those that match the filters (the roles the caller resolves,
+-- tool, action class, risk; empty = any), at most @page_limit rows. The
+-- @budget-th packet read is returned too (matched or not, last_read
+-- true): a page that stops there before filling says where the next one
+-- starts, so a narrow filter costs the same per page as none, however
+-- long the history. ListApprovalsByID then reads what the inbox shows of
+-- the page's packets.
+
+-- name: ListPendingApprovalsPage :many
+-- Pending packets, soonest expiry first, after the cursor's (expires_at, id).
+SELECT s.id, s.at, s.matched::boolean AS matched, s.n = sqlc.arg(budget)::bigint AS last_read
+FROM (
+    SELECT a.id, a.expires_at AS at, a.n,
+           (a.approver_role = ANY (sqlc.arg(roles)::text[])
+            AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
+            AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
+            AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) IS TRUE AS matched
+    FROM (
+        SELECT q.id, q.proposal_id, q.approver_role, q.expires_at, row_number() OVER (ORDER BY q.expires_at, q.id) AS n
+        FROM approvals q
+        WHERE q.workspace_id = sqlc.arg(workspace_id) AND q.status = 'pending'
+          AND (q.expires_at, q.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
+        ORDER BY q.expires_at, q.id
+        LIMIT sqlc.arg(budget)
+    ) a
+    -- One lookup per packet read, in the packet's order (never a join
+    -- that reads every call first), and only when the filter names the
+    -- call's tool, class or risk.
+    LEFT JOIN LATERAL (
+        SELECT c.tool, c.action_class, c.risk FROM proposals c
+        WHERE c.id = a.proposal_id AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
+        LIMIT 1
+    ) p ON true
+) s
+WHERE s.matched OR s.n = sqlc.arg(budget)
+ORDER BY s.at, s.id
+LIMIT sqlc.arg(page_limit);
+
+-- name: ListApprovalsPageByStatus :many
+-- Approved, rejected or expired packets, newest first, before the
+-- cursor's (created_at, id).
+SELECT s.id, s.at, s.matched::boolean AS matched, s.n = sqlc.arg(budget)::bigint AS last_read
+FROM (
+    SELECT a.id, a.created_at AS at, a.n,
+           (a.approver_role = ANY (sqlc.arg(roles)::text[])
+            AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
+            AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
+            AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) IS TRUE AS matched
+    FROM (
+        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        FROM approvals q
+        WHERE q.workspace_id = sqlc.arg(workspace_id) AND q.status = sqlc.arg(status)
+          AND (q.created_at, q.id) < (sqlc.arg(before_at)::timestamptz, sqlc.arg(before_id)::uuid)
+        ORDER BY q.created_at DESC, q.id DESC
+        LIMIT sqlc.arg(budget)
+    ) a
+    -- One lookup per packet read, in the packet's order (never a join
+    -- that reads every call first), and only when the filter names the
+    -- call's tool, class or risk.
+    LEFT JOIN LATERAL (
+        SELECT c.tool, c.action_class, c.risk FROM proposals c
+        WHERE c.id = a.proposal_id AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
+        LIMIT 1
+    ) p ON true
+) s
+WHERE s.matched OR s.n = sqlc.arg(budget)
+ORDER BY s.at DESC, s.id DESC
+LIMIT sqlc.arg(page_limit);
+
+-- name: ListApprovalsPageAnyStatus :many
+-- Packets of any status, newest first, before the cursor's (created_at, id).
+SELECT s.id, s.at, s.matched::boolean AS matched, s.n = sqlc.arg(budget)::bigint AS last_read
+FROM (
+    SELECT a.id, a.created_at AS at, a.n,
+           (a.approver_role = ANY (sqlc.arg(roles)::text[])
+            AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
+            AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
+            AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) IS TRUE AS matched
+    FROM (
+        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        FROM approvals q
+        WHERE q.workspace_id = sqlc.arg(workspace_id)
+          AND (q.created_at, q.id) < (sqlc.arg(before_at)::timestamptz, sqlc.arg(before_id)::uuid)
+        ORDER BY q.created_at DESC, q.id DESC
+        LIMIT sqlc.arg(budget)
+    ) a
+    -- One lookup per packet read, in the packet's order (never a join
+    -- that reads every call first), and only when the filter names the
+    -- call's tool, class or risk.
+    LEFT JOIN LATERAL (
+        SELECT c.tool, c.action_class, c.risk FROM proposals c
+        WHERE c.id = a.proposal_id AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
+        LIMIT 1
+    ) p ON true
+) s
+WHERE s.matched OR s.n = sqlc.arg(budget)
+ORDER BY s.at DESC, s.id DESC
+LIMIT sqlc.arg(page_limit);
+
+-- name: ListApprovalsByID :many
+-- What the inbox shows of a page's packets, without another query per
+-- row: the agent token's name, the origin's title, the votes so far and
+-- who decided. The page query chose the ids; the roles are checked again.
 SELECT a.*, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
@@ -34,35 +135,52 @@ LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 LEFT JOIN users r ON r.id = a.resolved_by
-WHERE a.workspace_id = sqlc.arg(workspace_id)
-  AND a.approver_role = ANY (sqlc.arg(roles)::text[])
-  AND (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status))
-  AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
-  AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
-  AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))
-ORDER BY CASE WHEN a.status = 'pending' THEN a.expires_at END ASC, a.created_at DESC, a.id
-LIMIT 200;
+WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.id = ANY (sqlc.arg(ids)::uuid[])
+  AND a.approver_role = ANY (sqlc.arg(roles)::text[]);
 
--- name: CountApprovals :one
--- The inbox's filter bar, in one query: each status's count under the
--- other filters (tool, action class, risk), and each risk's count under
--- the status, tool and action class filters.
-SELECT
-    count(*) FILTER (WHERE a.status = 'pending' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS pending,
-    count(*) FILTER (WHERE a.status = 'approved' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS approved,
-    count(*) FILTER (WHERE a.status = 'rejected' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS rejected,
-    count(*) FILTER (WHERE a.status = 'expired' AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) AS expired,
-    count(*) FILTER (WHERE sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk)) AS any_status,
-    count(*) FILTER (WHERE (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AND p.risk = 'high') AS high,
-    count(*) FILTER (WHERE (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AND p.risk = 'medium') AS medium,
-    count(*) FILTER (WHERE (sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AND p.risk = 'low') AS low,
-    count(*) FILTER (WHERE sqlc.arg(status)::text = '' OR a.status = sqlc.arg(status)) AS any_risk
-FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
-WHERE a.workspace_id = sqlc.arg(workspace_id)
-  AND a.approver_role = ANY (sqlc.arg(roles)::text[])
-  AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
-  AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class));
+-- name: CountApprovals :many
+-- The inbox's filter bar, in one query: for each status (and any status),
+-- how many of the caller's packets match under the risk, tool and action
+-- class filters; for the status filtered on, how many of each risk. Each
+-- status reads at most @budget of its packets through an index, however
+-- many there are: read = @budget means its counts stopped there (at
+-- least that many). A packet's call is read only when a filter or the
+-- risks need it.
+SELECT c.status::text AS status, n.matched, n.high, n.medium, n.low, n.any_risk, n.read
+FROM (VALUES ('pending'), ('approved'), ('rejected'), ('expired'), ('')) AS c (status)
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE s.ok AND (sqlc.arg(risk)::text = '' OR s.risk = sqlc.arg(risk))) AS matched,
+           count(*) FILTER (WHERE s.ok AND s.risk = 'high') AS high,
+           count(*) FILTER (WHERE s.ok AND s.risk = 'medium') AS medium,
+           count(*) FILTER (WHERE s.ok AND s.risk = 'low') AS low,
+           count(*) FILTER (WHERE s.ok) AS any_risk,
+           count(*) AS read
+    FROM (
+        SELECT p.risk,
+               (a.approver_role = ANY (sqlc.arg(roles)::text[])
+                AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
+                AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))) IS TRUE AS ok
+        FROM (
+            -- In an index's order, so that the read stops at the budget
+            -- (a sequential scan with a filter could read every packet).
+            (SELECT q.proposal_id, q.approver_role FROM approvals q
+             WHERE c.status <> '' AND q.workspace_id = sqlc.arg(workspace_id) AND q.status = c.status
+             ORDER BY q.expires_at, q.id
+             LIMIT sqlc.arg(budget))
+            UNION ALL
+            (SELECT q.proposal_id, q.approver_role FROM approvals q
+             WHERE c.status = '' AND q.workspace_id = sqlc.arg(workspace_id)
+             ORDER BY q.created_at DESC, q.id DESC
+             LIMIT sqlc.arg(budget))
+        ) a
+        LEFT JOIN LATERAL (
+            SELECT x.tool, x.action_class, x.risk::text AS risk FROM proposals x
+            WHERE x.id = a.proposal_id
+              AND (c.status = sqlc.arg(status)::text OR sqlc.arg(risk) <> '' OR sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '')
+            LIMIT 1
+        ) p ON true
+    ) s
+) n;
 
 -- name: AddApprovalVote :execrows
 -- A second vote by the same person changes nothing.
@@ -93,7 +211,21 @@ WHERE p.id = e.proposal_id AND p.status = 'pending_approval'
 RETURNING p.id, p.workspace_id, e.id AS approval_id;
 
 -- name: CountPendingApprovals :one
-SELECT count(*) FROM approvals WHERE workspace_id = $1 AND status = 'pending' AND expires_at > now();
+-- The header's count of the packets a user may resolve (their roles, not
+-- their own proposals): it reads at most @budget pending packets, soonest
+-- expiry first, and stops at @cap matches.
+SELECT count(*) FROM (
+    SELECT 1
+    FROM (
+        SELECT q.proposal_id, q.approver_role FROM approvals q
+        WHERE q.workspace_id = sqlc.arg(workspace_id) AND q.status = 'pending' AND q.expires_at > now()
+        ORDER BY q.expires_at, q.id
+        LIMIT sqlc.arg(budget)
+    ) a
+    CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id LIMIT 1) p
+    WHERE a.approver_role = ANY (sqlc.arg(roles)::text[]) AND p.proposed_by_user_id <> sqlc.arg(user_id)::uuid
+    LIMIT sqlc.arg(cap)
+) s;
 
 -- name: GetApprovalDetail :one
 SELECT a.*, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
@@ -116,9 +248,11 @@ JOIN users u ON u.id = v.user_id
 WHERE v.approval_id = $1 ORDER BY v.created_at, u.email;
 
 -- name: ListSimilarProposals :many
--- The history of similar calls: the same tool in the workspace, newest first.
-SELECT id, status, arguments, created_at, resolved_at, apply_path FROM proposals
-WHERE workspace_id = $1 AND tool = $2 AND id <> $3
+-- The history of similar calls: the latest calls of the same action class
+-- in the workspace that someone decided (a person, or the automatic path
+-- on its principal's behalf), newest first, through proposals_decided_idx.
+SELECT id, tool, status, arguments, created_at, resolved_at, apply_path FROM proposals
+WHERE workspace_id = $1 AND action_class = $2 AND resolved_by_user_id IS NOT NULL AND id <> $3
 ORDER BY created_at DESC LIMIT 10;
 
 -- name: Notify :exec

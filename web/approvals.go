@@ -97,13 +97,61 @@ func filterFrom(q url.Values) proposals.ApprovalFilter {
 // filterQuery is the filter as the inbox's links carry it; the status is
 // always there, since an absent status means pending and an empty one any.
 func filterQuery(f proposals.ApprovalFilter) string {
+	return filterValues(f).Encode()
+}
+
+func filterValues(f proposals.ApprovalFilter) url.Values {
 	q := url.Values{"status": {f.Status}}
 	for k, v := range map[string]string{"tool": f.Tool, "action_class": f.ActionClass, "risk": f.Risk} {
 		if v != "" {
 			q.Set(k, v)
 		}
 	}
+	return q
+}
+
+// pageFrom is the page a request asks for: ?cursor= (the next_cursor of
+// the page before; none for the first page) and ?limit= (1 to 200,
+// default 50). A limit that is not a number is passed on as out of range,
+// so the service refuses it after checking the caller's rights.
+func pageFrom(q url.Values) proposals.ApprovalPageRequest {
+	req := proposals.ApprovalPageRequest{Cursor: q.Get("cursor"), Limit: proposals.ApprovalPageDefault}
+	if raw, set := q["limit"]; set {
+		n, err := strconv.Atoi(strings.TrimSpace(raw[0]))
+		if err != nil {
+			n = -1
+		}
+		req.Limit = n
+	}
+	return req
+}
+
+// pageQuery is the filter and the page as the inbox's links carry them:
+// the cursor, and the limit when it is not the default.
+func pageQuery(f proposals.ApprovalFilter, req proposals.ApprovalPageRequest) string {
+	q := filterValues(f)
+	if req.Cursor != "" {
+		q.Set("cursor", req.Cursor)
+	}
+	if req.Limit != proposals.ApprovalPageDefault {
+		q.Set("limit", strconv.Itoa(req.Limit))
+	}
 	return q.Encode()
+}
+
+// isPageError says whether err refuses the page asked for (its cursor or
+// its limit), rather than the filter or the caller.
+func isPageError(err error) bool {
+	var ae *apperr.Error
+	if !errors.As(err, &ae) || ae.Code != apperr.EINVALID {
+		return false
+	}
+	for _, f := range ae.Fields {
+		if f.Field == "cursor" || f.Field == "limit" {
+			return true
+		}
+	}
+	return false
 }
 
 // inboxState is what an answer of the inbox page shows beyond the filter:
@@ -112,16 +160,21 @@ func filterQuery(f proposals.ApprovalFilter) string {
 type inboxState struct {
 	// selected is the packet to open; explicit says the caller asked for
 	// it (a deep link), so a packet that cannot be shown is 404.
-	selected   uuid.UUID
-	explicit   bool
-	selectErr  string
-	confirm    string
-	formError  string
-	formAt     string // "approve" or "reject"
-	reason     string
-	bulkError  string
-	bulkReason string
-	checked    []string
+	selected uuid.UUID
+	explicit bool
+	// afterAction: the answer to an action on acted, which opens next (the
+	// packet the page asked for, X-Inbox-Next, when it is still listed)
+	// and says how many packets are left.
+	afterAction bool
+	acted, next uuid.UUID
+	selectErr   string
+	confirm     string
+	formError   string
+	formAt      string // "approve" or "reject"
+	reason      string
+	bulkError   string
+	bulkReason  string
+	checked     []string
 }
 
 // csrfToken is the request's CSRF token, for forms in fragments.
@@ -130,20 +183,27 @@ func csrfToken(c echo.Context) string {
 	return t
 }
 
-// approvalsQueue handles "GET /admin/approvals": JSON, or the inbox page
-// (?selected=<id> opens a packet).
+// approvalsQueue handles "GET /admin/approvals": JSON, a page at a time
+// (?cursor=, ?limit=), or the inbox page (?selected=<id> opens a packet).
 func (s *Server) approvalsQueue(c echo.Context) error {
 	q := c.QueryParams()
 	if jsonCaller(c) {
-		list, err := s.props.Approvals(c.Request().Context(), principal(c), filterFrom(q))
+		page, err := s.props.Approvals(c.Request().Context(), principal(c), filterFrom(q), pageFrom(q))
 		if err != nil {
 			return err
 		}
-		out := make([]approvalJSON, len(list))
-		for i, a := range list {
+		out := make([]approvalJSON, len(page.Approvals))
+		for i, a := range page.Approvals {
 			out[i] = toApprovalJSON(a)
 		}
-		return c.JSON(http.StatusOK, map[string]any{"approvals": out})
+		body := map[string]any{"approvals": out}
+		if page.Next != "" {
+			body["next_cursor"] = page.Next
+		}
+		if page.Partial {
+			body["partial"] = true
+		}
+		return c.JSON(http.StatusOK, body)
 	}
 	var st inboxState
 	if raw := q.Get("selected"); raw != "" {
@@ -220,17 +280,33 @@ func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status
 		}
 		status = max(status, http.StatusUnprocessableEntity)
 	}
-	list, err := s.props.Approvals(ctx, p, f)
+	req := pageFrom(q)
+	page, err := s.props.Approvals(ctx, p, f, req)
+	if isPageError(err) {
+		// A page link that cannot be read: the first page, with the
+		// message next to the filters.
+		v.FilterError = strings.TrimSpace(v.FilterError + " " + apperr.Message(err))
+		status = max(status, http.StatusUnprocessableEntity)
+		req = proposals.ApprovalPageRequest{Limit: proposals.ApprovalPageDefault}
+		page, err = s.props.Approvals(ctx, p, f, req)
+	}
 	if err != nil {
 		return err
 	}
+	list := page.Approvals
 	counts, err := s.props.CountApprovals(ctx, p, f)
 	if err != nil {
 		return err
 	}
 	v.Filter = views.ApprovalFilter{Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk}
-	v.Query = filterQuery(f)
+	v.Query = pageQuery(f, req)
 	v.Statuses, v.Risks = filterLinks(f, counts)
+	pageLinks(&v, f, req, page)
+	if st.afterAction {
+		st.selected = nextToOpen(list, st.next, st.acted)
+		st.confirm += leftWords(counts.Pending)
+		v.Confirmation = st.confirm
+	}
 	for _, t := range s.props.Tools() {
 		v.Tools = append(v.Tools, t.Name)
 	}
@@ -257,7 +333,8 @@ func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status
 		a, err := s.props.Approval(ctx, p, selected)
 		switch {
 		case err == nil:
-			d := s.toApprovalDetail(a, q, now)
+			shown, _ := url.ParseQuery(v.Query) // the filter and page as read, not as asked
+			d := s.toApprovalDetail(a, shown, now)
 			d.FormError, d.FormErrorAt, d.Reason = st.formError, st.formAt, st.reason
 			v.Detail = &d
 		case apperr.Code(err) == apperr.ENOTFOUND:
@@ -290,12 +367,72 @@ func (s *Server) renderInbox(c echo.Context, q url.Values, st inboxState, status
 	return render(c, status, views.ApprovalsPage(s.shell(c, title, "approvals"), v))
 }
 
+// pageLinks are the links to the next page and back to the first, and
+// the note of a page that read its budget before it filled.
+func pageLinks(v *views.ApprovalsView, f proposals.ApprovalFilter, req proposals.ApprovalPageRequest, page proposals.ApprovalPage) {
+	v.NextLabel = "Older"
+	if f.Status == proposals.ApprovalPending {
+		v.NextLabel = "Next" // soonest expiry first: later ones follow
+	}
+	if page.Next != "" {
+		v.NextURL = "/admin/approvals?" + pageQuery(f, proposals.ApprovalPageRequest{Cursor: page.Next, Limit: req.Limit})
+	}
+	if req.Cursor != "" {
+		v.FirstURL = "/admin/approvals?" + pageQuery(f, proposals.ApprovalPageRequest{Limit: req.Limit})
+	}
+	if page.Partial {
+		v.PageNote = fmt.Sprintf("This page read %d packets and %s this filter; “%s” reads on from there.",
+			proposals.ApprovalPageBudget, matchWords(len(page.Approvals)), v.NextLabel)
+	}
+}
+
+// matchWords says how many packets of a page matched ("3 match").
+func matchWords(n int) string {
+	switch n {
+	case 0:
+		return "none match"
+	case 1:
+		return "one matches"
+	}
+	return fmt.Sprintf("%d match", n)
+}
+
+// nextToOpen is the packet to open after an action: the one the page asked
+// for when it is still listed, otherwise the first pending packet other
+// than the one acted on (none: the first listed).
+func nextToOpen(list []proposals.Approval, next, acted uuid.UUID) uuid.UUID {
+	for _, a := range list {
+		if a.ID == next && next != uuid.Nil {
+			return next
+		}
+	}
+	for _, a := range list {
+		if a.ID != acted && a.Status == proposals.ApprovalPending {
+			return a.ID
+		}
+	}
+	return uuid.Nil
+}
+
+// leftWords says how many packets are left to decide under the filter.
+func leftWords(n proposals.BoundedCount) string {
+	switch {
+	case n.AtLeast:
+		return fmt.Sprintf(" %d+ packets left.", n.N)
+	case n.N == 0:
+		return " Nothing else is waiting here."
+	case n.N == 1:
+		return " 1 packet left."
+	}
+	return fmt.Sprintf(" %d packets left.", n.N)
+}
+
 // filterLinks are the filter bar's choices with their counts: each status
 // keeps the risk filter, each risk keeps the status.
 func filterLinks(f proposals.ApprovalFilter, n proposals.ApprovalCounts) (statuses, risks []views.FilterLink) {
 	type option struct {
 		value, label string
-		count        int
+		count        proposals.BoundedCount
 	}
 	// links are one filter's options: each keeps the other filters, sets
 	// this one (set), and is active when it is the current value.
@@ -308,7 +445,12 @@ func filterLinks(f proposals.ApprovalFilter, n proposals.ApprovalCounts) (status
 			if value == "" {
 				value = "any"
 			}
-			out = append(out, views.FilterLink{Label: o.label, Value: value, URL: "/admin/approvals?" + filterQuery(g), Count: o.count, Active: current == o.value})
+			link := views.FilterLink{Label: o.label, Value: value, URL: "/admin/approvals?" + filterQuery(g), Count: o.count.N,
+				AtLeast: o.count.AtLeast, Active: current == o.value}
+			if o.count.AtLeast {
+				link.Note = fmt.Sprintf("%d among the %d packets read: the count stops there, so there may be more.", o.count.N, proposals.ApprovalCountBudget)
+			}
+			out = append(out, link)
 		}
 		return out
 	}
@@ -413,11 +555,14 @@ func left(d time.Duration) string {
 }
 
 func (s *Server) toApprovalDetail(a proposals.Approval, q url.Values, now time.Time) views.ApprovalDetail {
-	f := filterFrom(q)
+	f, query := filterFrom(q), ""
 	if f.Validate() != nil {
 		f = proposals.ApprovalFilter{Status: proposals.ApprovalPending}
+		query = filterQuery(f)
+	} else {
+		query = pageQuery(f, pageFrom(q))
 	}
-	d := views.ApprovalDetail{ApprovalItem: s.toApprovalItem(a, filterQuery(f), now), Arguments: string(a.Arguments), Rationale: a.Rationale,
+	d := views.ApprovalDetail{ApprovalItem: s.toApprovalItem(a, query, now), Arguments: string(a.Arguments), Rationale: a.Rationale,
 		RejectionReason: a.RejectionReason, RequiresWitness: a.RequiresWitness, Result: string(a.Result), Error: a.Error,
 		ProposalStatus: a.ProposalStatus, Presets: rejectPresets, ProposedArguments: string(a.ProposedArguments),
 		Created: moment(a.CreatedAt, now), AuditURL: "/audit?object=" + a.ID.String(), CallAuditURL: "/audit?object=" + a.ProposalID.String()}
@@ -448,9 +593,17 @@ func (s *Server) toApprovalDetail(a proposals.Approval, q url.Values, now time.T
 		d.VoteLines = append(d.VoteLines, views.VoteLine{Email: v.Email, At: moment(v.At, now)})
 	}
 	for _, c := range a.Similar {
-		d.Similar = append(d.Similar, views.SimilarCall{Status: c.Status, Arguments: string(c.Arguments), When: moment(c.CreatedAt, now)})
+		d.Similar = append(d.Similar, views.SimilarCall{Tool: c.Tool, Status: c.Status, How: similarHow[c.ApplyPath],
+			Arguments: string(c.Arguments), When: moment(c.CreatedAt, now)})
 	}
 	return d
+}
+
+// similarHow says who let a similar call run, by its apply path.
+var similarHow = map[string]string{
+	proposals.PathAuto:     "automatically",
+	proposals.PathHuman:    "by its owner",
+	proposals.PathApproval: "by an approver",
 }
 
 // describeConstraint says a constraint in words.
@@ -560,44 +713,11 @@ func (s *Server) resolved(c echo.Context, id uuid.UUID, action string, a proposa
 // page asked to open next (X-Inbox-Next) when it is still listed,
 // otherwise the first; the confirmation says how many are left.
 func (s *Server) renderAfterAction(c echo.Context, q url.Values, st inboxState, acted uuid.UUID) error {
-	ctx, p := c.Request().Context(), principal(c)
-	f := filterFrom(q)
-	if f.Validate() != nil {
-		f, q = proposals.ApprovalFilter{Status: proposals.ApprovalPending}, url.Values{}
+	if filterFrom(q).Validate() != nil {
+		q = url.Values{}
 	}
-	list, err := s.props.Approvals(ctx, p, f)
-	if err != nil {
-		return err
-	}
-	next, _ := uuid.Parse(c.Request().Header.Get("X-Inbox-Next"))
-	st.selected = uuid.Nil
-	for _, a := range list {
-		if a.ID == next {
-			st.selected = next
-		}
-	}
-	if st.selected == uuid.Nil {
-		for _, a := range list {
-			if a.ID != acted && a.Status == proposals.ApprovalPending {
-				st.selected = a.ID
-				break
-			}
-		}
-	}
-	pending := 0
-	for _, a := range list {
-		if a.Status == proposals.ApprovalPending {
-			pending++
-		}
-	}
-	switch {
-	case pending == 0:
-		st.confirm += " Nothing else is waiting here."
-	case pending == 1:
-		st.confirm += " 1 packet left."
-	default:
-		st.confirm += fmt.Sprintf(" %d packets left.", pending)
-	}
+	st.afterAction, st.acted, st.selected = true, acted, uuid.Nil
+	st.next, _ = uuid.Parse(c.Request().Header.Get("X-Inbox-Next"))
 	return s.renderInbox(c, q, st, http.StatusOK)
 }
 
@@ -700,7 +820,11 @@ func (s *Server) bulkApprovals(c echo.Context) error {
 		st.checked = ids
 	}
 	if !isHTMX(c) && len(failed) == 0 {
-		return c.Redirect(http.StatusSeeOther, "/admin/approvals?"+filterQuery(filterFrom(q)))
+		f := filterFrom(q)
+		if f.Validate() != nil {
+			f = proposals.ApprovalFilter{Status: proposals.ApprovalPending}
+		}
+		return c.Redirect(http.StatusSeeOther, "/admin/approvals?"+pageQuery(f, pageFrom(q)))
 	}
 	return s.renderAfterAction(c, q, st, uuid.Nil)
 }

@@ -87,9 +87,11 @@ type Vote struct {
 	At    time.Time
 }
 
-// Similar is an earlier call of the same tool, for the approver's history.
+// Similar is an earlier decided call of the same action class, for the
+// approver's history.
 type Similar struct {
 	ID        uuid.UUID
+	Tool      string
 	Status    string
 	Arguments json.RawMessage
 	CreatedAt time.Time
@@ -133,8 +135,16 @@ func (f ApprovalFilter) Validate() error {
 // ApprovalCounts are the inbox's filter counts: each status under the
 // other filters, and each risk under the status filter.
 type ApprovalCounts struct {
-	Pending, Approved, Rejected, Expired, AnyStatus int
-	High, Medium, Low, AnyRisk                      int
+	Pending, Approved, Rejected, Expired, AnyStatus BoundedCount
+	High, Medium, Low, AnyRisk                      BoundedCount
+}
+
+// BoundedCount is a count that reads a bounded number of rows: N is exact
+// unless AtLeast, when the count stopped reading at its budget and there
+// are at least N.
+type BoundedCount struct {
+	N       int
+	AtLeast bool
 }
 
 // ErrApprovalNotFound is a packet that is not in the caller's workspace.
@@ -225,34 +235,184 @@ func resolvableRoles(p auth.Principal) []string {
 	return append(roles, p.ApproverRoles...)
 }
 
-// Approvals is the queue of the caller's workspace.
-func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFilter) ([]Approval, error) {
+// Paging the queue: a page holds ApprovalPageDefault packets unless the
+// caller asks for 1 to ApprovalPageMax. Each page reads at most
+// ApprovalPageBudget packets of its list (a narrow filter's page may hold
+// fewer than asked; ApprovalPage.Partial), each filter count at most
+// ApprovalCountBudget and the header's count at most waitingPacketsBudget
+// (with WaitingPacketsCap matches): no read grows with the history of
+// approved, rejected and expired packets, which is never deleted.
+const (
+	ApprovalPageDefault  = 50
+	ApprovalPageMax      = 200
+	ApprovalPageBudget   = 500
+	ApprovalCountBudget  = 100
+	WaitingPacketsCap    = 99
+	waitingPacketsBudget = 1000
+)
+
+// ApprovalPageRequest says which page of the queue to read: Cursor is the
+// Next of the page before ("" for the first page), Limit how many packets
+// (1 to ApprovalPageMax).
+type ApprovalPageRequest struct {
+	Cursor string
+	Limit  int
+}
+
+// ApprovalPage is one page of the queue, in its list's order: pending
+// packets soonest expiry first, the others (and any status) newest first.
+type ApprovalPage struct {
+	Approvals []Approval
+	// Next is the cursor of the page after this one; "" on the last page.
+	Next string
+	// Partial says the page read its budget of packets before it filled:
+	// fewer packets matched the filter than asked, and more may match
+	// after Next.
+	Partial bool
+}
+
+// Approvals is one page of the queue of the caller's workspace: the
+// packets they may resolve, under the filter, from the request's cursor.
+// A cursor that was altered, or belongs to another filter, list or user,
+// and a limit out of range are EINVALID naming the parameter (nothing is
+// read).
+func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFilter, req ApprovalPageRequest) (ApprovalPage, error) {
 	if err := mayOpenQueue(p); err != nil {
-		return nil, err
+		return ApprovalPage{}, err
 	}
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return ApprovalPage{}, err
 	}
-	rows, err := s.q.ListApprovals(ctx, db.ListApprovalsParams{WorkspaceID: p.WorkspaceID, Roles: resolvableRoles(p),
-		Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
+	if req.Limit < 1 || req.Limit > ApprovalPageMax {
+		return ApprovalPage{}, apperr.Invalid(fmt.Sprintf("The limit must be a number from 1 to %d.", ApprovalPageMax),
+			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", ApprovalPageMax)})
+	}
+	cur := newApprovalCursors(p, f)
+	var pos queuePosition
+	if req.Cursor != "" {
+		var ok bool
+		if pos, ok = cur.decode(req.Cursor); !ok {
+			return ApprovalPage{}, ErrApprovalCursor
+		}
+	}
+	rows, err := s.queuePage(ctx, p, f, pos, req.Cursor != "", req.Limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("proposals: list approvals: %w", err)
+		return ApprovalPage{}, err
 	}
-	out := make([]Approval, len(rows))
-	for i, r := range rows {
-		out[i] = approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
+	var page ApprovalPage
+	var ids []uuid.UUID
+	for _, r := range rows {
+		if r.matched && len(ids) < req.Limit {
+			ids = append(ids, r.id)
+			pos = r.pos
+		}
+	}
+	switch n := len(rows); {
+	case n > 0 && matchedRows(rows) > req.Limit:
+		page.Next = cur.encode(pos) // after the last packet shown
+	case n > 0 && rows[n-1].lastRead:
+		// The page read its budget: the next one starts after the last
+		// packet read, matched or not.
+		page.Next, page.Partial = cur.encode(rows[n-1].pos), len(ids) < req.Limit
+	}
+	if len(ids) == 0 {
+		return page, nil
+	}
+	details, err := s.q.ListApprovalsByID(ctx, db.ListApprovalsByIDParams{WorkspaceID: p.WorkspaceID, Ids: ids, Roles: resolvableRoles(p)})
+	if err != nil {
+		return ApprovalPage{}, fmt.Errorf("proposals: list approvals: %w", err)
+	}
+	byID := make(map[uuid.UUID]db.ListApprovalsByIDRow, len(details))
+	for _, r := range details {
+		byID[r.ID] = r
+	}
+	page.Approvals = make([]Approval, 0, len(ids))
+	for _, id := range ids {
+		r, ok := byID[id]
+		if !ok {
+			continue
+		}
+		a := approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
 			RequiresWitness: r.RequiresWitness, Status: r.Status, Constraints: r.Constraints, RejectionReason: r.RejectionReason,
 			CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt})
-		a := &out[i]
 		a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
 		a.Scope, a.ProposedBy, a.ProposerEmail = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail
 		a.Effect, a.TokenName, a.OriginTitle, a.ResolvedByEmail, a.VoteCount = r.Effect, r.TokenName.String, r.OriginTitle, r.ResolverEmail.String, int(r.Votes)
+		page.Approvals = append(page.Approvals, a)
+	}
+	return page, nil
+}
+
+// queueRow is one packet a page query read: where it stands in its list,
+// whether it matched the filter, and whether it was the last the page's
+// budget allowed.
+type queueRow struct {
+	id                uuid.UUID
+	pos               queuePosition
+	matched, lastRead bool
+}
+
+func matchedRows(rows []queueRow) int {
+	n := 0
+	for _, r := range rows {
+		if r.matched {
+			n++
+		}
+	}
+	return n
+}
+
+// queuePage reads one page of the filter's list from pos (from the start
+// when !from): the pending queue by expiry, a resolved status or any
+// status newest first, each through its index (migration 29).
+func (s *Service) queuePage(ctx context.Context, p auth.Principal, f ApprovalFilter, pos queuePosition, from bool, limit int) ([]queueRow, error) {
+	roles := resolvableRoles(p)
+	var out []queueRow
+	switch f.Status {
+	case ApprovalPending:
+		if !from {
+			pos = queuePosition{At: time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)} // before every packet
+		}
+		rows, err := s.q.ListPendingApprovalsPage(ctx, db.ListPendingApprovalsPageParams{Budget: ApprovalPageBudget, Roles: roles,
+			Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk, WorkspaceID: p.WorkspaceID, AfterAt: pos.At, AfterID: pos.ID, PageLimit: int32(limit)})
+		if err != nil {
+			return nil, fmt.Errorf("proposals: list approvals: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, queueRow{id: r.ID, pos: queuePosition{At: r.At, ID: r.ID}, matched: r.Matched, lastRead: r.LastRead})
+		}
+	case "":
+		if !from {
+			pos = queuePosition{At: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), ID: uuid.Max} // after every packet
+		}
+		rows, err := s.q.ListApprovalsPageAnyStatus(ctx, db.ListApprovalsPageAnyStatusParams{Budget: ApprovalPageBudget, Roles: roles,
+			Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk, WorkspaceID: p.WorkspaceID, BeforeAt: pos.At, BeforeID: pos.ID, PageLimit: int32(limit)})
+		if err != nil {
+			return nil, fmt.Errorf("proposals: list approvals: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, queueRow{id: r.ID, pos: queuePosition{At: r.At, ID: r.ID}, matched: r.Matched, lastRead: r.LastRead})
+		}
+	default:
+		if !from {
+			pos = queuePosition{At: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), ID: uuid.Max}
+		}
+		rows, err := s.q.ListApprovalsPageByStatus(ctx, db.ListApprovalsPageByStatusParams{Budget: ApprovalPageBudget, Roles: roles,
+			Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk, WorkspaceID: p.WorkspaceID, Status: f.Status, BeforeAt: pos.At, BeforeID: pos.ID,
+			PageLimit: int32(limit)})
+		if err != nil {
+			return nil, fmt.Errorf("proposals: list approvals: %w", err)
+		}
+		for _, r := range rows {
+			out = append(out, queueRow{id: r.ID, pos: queuePosition{At: r.At, ID: r.ID}, matched: r.Matched, lastRead: r.LastRead})
+		}
 	}
 	return out, nil
 }
 
 // CountApprovals counts the caller's packets per filter value, in one
-// query, for the inbox's filter bar.
+// query, for the inbox's filter bar; each count reads at most
+// ApprovalCountBudget packets (BoundedCount.AtLeast past it).
 func (s *Service) CountApprovals(ctx context.Context, p auth.Principal, f ApprovalFilter) (ApprovalCounts, error) {
 	if err := mayOpenQueue(p); err != nil {
 		return ApprovalCounts{}, err
@@ -260,13 +420,25 @@ func (s *Service) CountApprovals(ctx context.Context, p auth.Principal, f Approv
 	if err := f.Validate(); err != nil {
 		return ApprovalCounts{}, err
 	}
-	r, err := s.q.CountApprovals(ctx, db.CountApprovalsParams{WorkspaceID: p.WorkspaceID, Roles: resolvableRoles(p),
-		Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk})
+	rows, err := s.q.CountApprovals(ctx, db.CountApprovalsParams{WorkspaceID: p.WorkspaceID, Roles: resolvableRoles(p),
+		Status: f.Status, Tool: f.Tool, ActionClass: f.ActionClass, Risk: f.Risk, Budget: ApprovalCountBudget})
 	if err != nil {
 		return ApprovalCounts{}, fmt.Errorf("proposals: count approvals: %w", err)
 	}
-	return ApprovalCounts{Pending: int(r.Pending), Approved: int(r.Approved), Rejected: int(r.Rejected), Expired: int(r.Expired),
-		AnyStatus: int(r.AnyStatus), High: int(r.High), Medium: int(r.Medium), Low: int(r.Low), AnyRisk: int(r.AnyRisk)}, nil
+	var n ApprovalCounts
+	statuses := map[string]*BoundedCount{ApprovalPending: &n.Pending, ApprovalApproved: &n.Approved, ApprovalRejected: &n.Rejected,
+		ApprovalExpired: &n.Expired, "": &n.AnyStatus}
+	for _, r := range rows {
+		atLeast := r.Read >= ApprovalCountBudget
+		if c, ok := statuses[r.Status]; ok {
+			*c = BoundedCount{N: int(r.Matched), AtLeast: atLeast}
+		}
+		if r.Status == f.Status {
+			n.High, n.Medium, n.Low = BoundedCount{int(r.High), atLeast}, BoundedCount{int(r.Medium), atLeast}, BoundedCount{int(r.Low), atLeast}
+			n.AnyRisk = BoundedCount{int(r.AnyRisk), atLeast}
+		}
+	}
+	return n, nil
 }
 
 // Approval is one packet with everything an approver needs: the call,
@@ -307,12 +479,19 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 		a.Votes = append(a.Votes, Vote{Email: v.Email, At: v.CreatedAt})
 	}
 	a.VoteCount = len(votes)
-	similar, err := s.q.ListSimilarProposals(ctx, db.ListSimilarProposalsParams{WorkspaceID: p.WorkspaceID, Tool: r.Tool, ID: r.ProposalID})
+	if !r.ActionClass.Valid {
+		return a, nil // a call that could not be classified has no class to compare
+	}
+	// Similar calls are those of the same action class that were decided:
+	// what people (and the automatic path) did with calls like this one,
+	// read through proposals_decided_idx, so that no index on the calls'
+	// tool costs every call a write.
+	similar, err := s.q.ListSimilarProposals(ctx, db.ListSimilarProposalsParams{WorkspaceID: p.WorkspaceID, ActionClass: r.ActionClass, ID: r.ProposalID})
 	if err != nil {
 		return Approval{}, fmt.Errorf("proposals: similar calls: %w", err)
 	}
 	for _, s := range similar {
-		a.Similar = append(a.Similar, Similar{ID: s.ID, Status: s.Status, Arguments: s.Arguments, CreatedAt: s.CreatedAt, ApplyPath: s.ApplyPath.String})
+		a.Similar = append(a.Similar, Similar{ID: s.ID, Tool: s.Tool, Status: s.Status, Arguments: s.Arguments, CreatedAt: s.CreatedAt, ApplyPath: s.ApplyPath.String})
 	}
 	return a, nil
 }

@@ -315,15 +315,15 @@ func TestApprovalRole_ANamedRoleIsResolvedOnlyByItsHolders(t *testing.T) {
 		if _, _, err := f.props.RejectApproval(ctx, who, p.Packet.ID, "no"); apperr.Code(err) != apperr.EFORBIDDEN {
 			t.Fatalf("%s rejected a finance packet: %v", who.Email, err)
 		}
-		if list, err := f.props.Approvals(ctx, who, proposals.ApprovalFilter{}); err != nil || len(list) != 0 {
-			t.Fatalf("%s's queue shows %d packets (%v), want none", who.Email, len(list), err)
+		if page, err := f.props.Approvals(ctx, who, proposals.ApprovalFilter{}, proposals.ApprovalPageRequest{Limit: 50}); err != nil || len(page.Approvals) != 0 {
+			t.Fatalf("%s's queue shows %d packets (%v), want none", who.Email, len(page.Approvals), err)
 		}
 		if _, err := f.props.Approval(ctx, who, p.Packet.ID); apperr.Code(err) != apperr.ENOTFOUND {
 			t.Fatalf("%s opened the finance packet: %v", who.Email, err)
 		}
 	}
-	if list, err := f.props.Approvals(ctx, finance, proposals.ApprovalFilter{}); err != nil || len(list) != 1 || list[0].ApproverRole != "finance-approver" {
-		t.Fatalf("the finance approver's queue: %+v %v", list, err)
+	if page, err := f.props.Approvals(ctx, finance, proposals.ApprovalFilter{}, proposals.ApprovalPageRequest{Limit: 50}); err != nil || len(page.Approvals) != 1 || page.Approvals[0].ApproverRole != "finance-approver" {
+		t.Fatalf("the finance approver's queue: %+v %v", page, err)
 	}
 	// A role revoked a moment ago no longer resolves, even on a request that
 	// authenticated before the revocation.

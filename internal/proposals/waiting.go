@@ -53,6 +53,8 @@ type AgentOutcome struct {
 }
 
 // WaitingCounts counts what waits for the user (the header's badge).
+// packets is exact up to WaitingPacketsCap; WaitingPacketsCap+1 means
+// more than that.
 func (s *Service) WaitingCounts(ctx context.Context, p auth.Principal) (cards, packets int, err error) {
 	if p.IsAgent() {
 		return 0, 0, nil
@@ -63,7 +65,11 @@ func (s *Service) WaitingCounts(ctx context.Context, p auth.Principal) (cards, p
 	}
 	var m int64
 	if roles := resolvableRoles(p); len(roles) > 0 {
-		if m, err = s.q.CountResolvablePackets(ctx, db.CountResolvablePacketsParams{WorkspaceID: p.WorkspaceID, Roles: roles, UserID: p.UserID}); err != nil {
+		// At most WaitingPacketsCap+1: the header says "99+" past the cap
+		// (views.NavCounts), and the count reads a bounded number of
+		// pending packets whatever the size of the queue.
+		if m, err = s.q.CountPendingApprovals(ctx, db.CountPendingApprovalsParams{WorkspaceID: p.WorkspaceID, Budget: waitingPacketsBudget,
+			Roles: roles, UserID: p.UserID, Cap: WaitingPacketsCap + 1}); err != nil {
 			return 0, 0, fmt.Errorf("proposals: count packets: %w", err)
 		}
 	}

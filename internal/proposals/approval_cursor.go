@@ -1,0 +1,118 @@
+package proposals
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/auth"
+)
+
+// A queue cursor is a position in one list of the approvals queue (one
+// filter), for one caller:
+//
+//	base64url( version 1 | list: 'p', 's' or 'a' | time: 8 bytes | id: 16 bytes | tag: 12 bytes )
+//
+// The position is the last packet a page showed or read: its expiry in
+// the pending list ('p'), its creation time in a resolved status's list
+// ('s') or in the list of any status ('a'), in microseconds, and its id.
+// tag = SHA-256(label | workspace | user | filter | version | list |
+// position)[:12]: a cursor that was altered, or that belongs to another
+// filter, list, user or workspace, is refused.
+//
+// The tag is a checksum, not a signature (no key): whoever knows a user's
+// id could make a cursor for them, but a cursor only says where a page
+// starts. What a page reads is decided by the query (the caller's
+// workspace and the roles they resolve), never by the cursor, so a
+// forged one moves within the caller's own queue and nothing more.
+const (
+	queueCursorVersion = 1
+	queueCursorTagLen  = 12
+	queueCursorLen     = 2 + 8 + 16 + queueCursorTagLen
+	queueCursorLabel   = "gatehouse approvals queue cursor"
+)
+
+// ErrApprovalCursor is a cursor that is not one of this list's for this
+// caller.
+var ErrApprovalCursor = apperr.Invalid("The page cursor cannot be read: it was altered, or it belongs to another filter or user. Start again from the first page.",
+	apperr.FieldError{Field: "cursor", Message: "is not a cursor of this list for this filter and user"})
+
+// queuePosition is a packet's place in its list: the time the list is
+// ordered by, then the id.
+type queuePosition struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// approvalCursors makes and reads the cursors of one filter's list for one
+// caller.
+type approvalCursors struct {
+	workspace, user uuid.UUID
+	filter          ApprovalFilter
+}
+
+func newApprovalCursors(p auth.Principal, f ApprovalFilter) approvalCursors {
+	return approvalCursors{workspace: p.WorkspaceID, user: p.UserID, filter: f}
+}
+
+// list is the filter's list: its order and its index.
+func (c approvalCursors) list() byte {
+	switch c.filter.Status {
+	case ApprovalPending:
+		return 'p'
+	case "":
+		return 'a'
+	}
+	return 's'
+}
+
+func (c approvalCursors) tag(body []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(queueCursorLabel))
+	h.Write(c.workspace[:])
+	h.Write(c.user[:])
+	var b []byte
+	for _, v := range []string{c.filter.Status, c.filter.Tool, c.filter.ActionClass, c.filter.Risk} {
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	h.Write(b)
+	h.Write(body)
+	return h.Sum(nil)[:queueCursorTagLen]
+}
+
+func (c approvalCursors) encode(pos queuePosition) string {
+	b := make([]byte, 0, queueCursorLen)
+	b = append(b, queueCursorVersion, c.list())
+	b = binary.BigEndian.AppendUint64(b, uint64(pos.At.UnixMicro()))
+	b = append(b, pos.ID[:]...)
+	b = append(b, c.tag(b)...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decode returns the position of a cursor of this list, filter and
+// caller; ok is false for anything else.
+func (c approvalCursors) decode(s string) (pos queuePosition, ok bool) {
+	if len(s) != base64.RawURLEncoding.EncodedLen(queueCursorLen) {
+		return pos, false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != queueCursorLen || b[0] != queueCursorVersion || b[1] != c.list() {
+		return pos, false
+	}
+	body := b[:queueCursorLen-queueCursorTagLen]
+	if subtle.ConstantTimeCompare(b[len(body):], c.tag(body)) != 1 {
+		return pos, false
+	}
+	pos.At = time.UnixMicro(int64(binary.BigEndian.Uint64(b[2:10]))).UTC()
+	copy(pos.ID[:], b[10:26])
+	if y := pos.At.Year(); y < 1 || y > 9999 {
+		return pos, false // no packet's time; and PostgreSQL could not read it
+	}
+	return pos, true
+}
