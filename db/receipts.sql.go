@@ -189,6 +189,71 @@ func (q *Queries) InsertReceipt(ctx context.Context, arg InsertReceiptParams) er
 	return err
 }
 
+const listChainForVerification = `-- name: ListChainForVerification :many
+SELECT id, seq::bigint AS seq, prev_hash, hash, content_hash, metadata, content, redacted_for, (redacted_at IS NOT NULL)::boolean AS redacted
+FROM receipts
+WHERE workspace_id = $1 AND seq > $2::bigint AND seq <= $3::bigint
+ORDER BY seq
+LIMIT $4
+`
+
+type ListChainForVerificationParams struct {
+	WorkspaceID uuid.UUID
+	AfterSeq    int64
+	ThroughSeq  int64
+	PageSize    int32
+}
+
+type ListChainForVerificationRow struct {
+	ID          uuid.UUID
+	Seq         int64
+	PrevHash    []byte
+	Hash        []byte
+	ContentHash []byte
+	Metadata    json.RawMessage
+	Content     []byte
+	RedactedFor pgtype.Text
+	Redacted    bool
+}
+
+// A page of the chain for a verifier, in seq order: after a seq, through
+// a seq (the head when the verification started), and only the columns
+// the hashes cover.
+func (q *Queries) ListChainForVerification(ctx context.Context, arg ListChainForVerificationParams) ([]ListChainForVerificationRow, error) {
+	rows, err := q.db.Query(ctx, listChainForVerification,
+		arg.WorkspaceID,
+		arg.AfterSeq,
+		arg.ThroughSeq,
+		arg.PageSize,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListChainForVerificationRow{}
+	for rows.Next() {
+		var i ListChainForVerificationRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Seq,
+			&i.PrevHash,
+			&i.Hash,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Content,
+			&i.RedactedFor,
+			&i.Redacted,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listChainedReceipts = `-- name: ListChainedReceipts :many
 SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts
 WHERE workspace_id = $1 AND seq > $3::bigint

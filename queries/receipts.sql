@@ -76,3 +76,13 @@ WHERE id = @id AND workspace_id = @workspace_id AND content IS NOT NULL AND cont
 
 -- name: ListReceiptWorkspaces :many
 SELECT id FROM workspaces ORDER BY created_at, id;
+
+-- name: ListChainForVerification :many
+-- A page of the chain for a verifier, in seq order: after a seq, through
+-- a seq (the head when the verification started), and only the columns
+-- the hashes cover.
+SELECT id, seq::bigint AS seq, prev_hash, hash, content_hash, metadata, content, redacted_for, (redacted_at IS NOT NULL)::boolean AS redacted
+FROM receipts
+WHERE workspace_id = @workspace_id AND seq > @after_seq::bigint AND seq <= @through_seq::bigint
+ORDER BY seq
+LIMIT @page_size;

@@ -59,14 +59,80 @@ func toReceiptJSON(r receipts.Receipt) receiptJSON {
 	return out
 }
 
-// apiVerifyReceipts handles "GET /api/v1/receipts/verify": the caller's
-// workspace chain verified from seq 1 to its head (any user token).
-func (s *Server) apiVerifyReceipts(c echo.Context) error {
-	res, err := s.receipts.Verify(c.Request().Context(), receiptCaller(principal(c)))
+// verificationJSON is a verification on the wire: its status and
+// progress (checked receipts of target_seq, the head when it started), and
+// its result once done.
+type verificationJSON struct {
+	ID         string           `json:"id"`
+	Status     string           `json:"status"`
+	StatusURL  string           `json:"status_url"`
+	Checked    int64            `json:"checked"`
+	TargetSeq  *int64           `json:"target_seq,omitempty"`
+	CreatedAt  string           `json:"created_at"`
+	StartedAt  *string          `json:"started_at,omitempty"`
+	FinishedAt *string          `json:"finished_at,omitempty"`
+	Result     *receipts.Result `json:"result,omitempty"`
+	Error      string           `json:"error,omitempty"`
+}
+
+func toVerificationJSON(v receipts.Verification) verificationJSON {
+	out := verificationJSON{ID: v.ID.String(), Status: v.Status, StatusURL: verificationURL(v), Checked: v.Checked,
+		CreatedAt: rfc3339(v.CreatedAt), Result: v.Result, Error: v.Error}
+	if v.TargetSeq >= 0 {
+		target := v.TargetSeq
+		out.TargetSeq = &target
+	}
+	if v.StartedAt != nil {
+		at := rfc3339(*v.StartedAt)
+		out.StartedAt = &at
+	}
+	if v.FinishedAt != nil {
+		at := rfc3339(*v.FinishedAt)
+		out.FinishedAt = &at
+	}
+	return out
+}
+
+func verificationURL(v receipts.Verification) string {
+	return "/api/v1/receipts/verifications/" + v.ID.String()
+}
+
+// apiStartVerification handles "POST /api/v1/receipts/verifications": a
+// verification of the caller's workspace chain, from seq 1 to its head,
+// started in the background, or the one that waits or runs already (any
+// user token). 202 with its status URL in Location; poll it.
+func (s *Server) apiStartVerification(c echo.Context) error {
+	run, err := s.receipts.StartVerification(c.Request().Context(), receiptCaller(principal(c)), 0)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, res)
+	c.Response().Header().Set(echo.HeaderLocation, verificationURL(run))
+	c.Response().Header().Set("Retry-After", "1")
+	return c.JSON(http.StatusAccepted, toVerificationJSON(run))
+}
+
+// apiVerifyReceipts handles "GET /api/v1/receipts/verify": what it always
+// meant, a verification of the chain, now started in the background like
+// "POST /api/v1/receipts/verifications" (202 and a status URL), since a
+// long chain takes longer than a request may.
+func (s *Server) apiVerifyReceipts(c echo.Context) error { return s.apiStartVerification(c) }
+
+// apiGetVerification handles "GET /api/v1/receipts/verifications/:id": a
+// verification's status and progress, and its result once done (any user
+// token of the workspace).
+func (s *Server) apiGetVerification(c echo.Context) error {
+	id, err := pathID(c, receipts.ErrVerificationNotFound)
+	if err != nil {
+		return err
+	}
+	run, err := s.receipts.Verification(c.Request().Context(), receiptCaller(principal(c)), id)
+	if err != nil {
+		return err
+	}
+	if !run.Finished() {
+		c.Response().Header().Set("Retry-After", "1")
+	}
+	return c.JSON(http.StatusOK, toVerificationJSON(run))
 }
 
 // apiReceiptCheckpoint handles "GET /api/v1/receipts/checkpoint": the

@@ -91,6 +91,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1" + prop + "/performed", `{"note": %s}`, false, user},
 		{"POST", packet + "/approve", `{"constraints": [{"kind": "recipient_allowlist", "values": [%s]}]}`, false, boss},
 		{"POST", "/api/v1/receipts/00000000-0000-4000-8000-000000000000/redact", `{"redacted_for": %s}`, false, user},
+		{"POST", "/api/v1/receipts/verifications", `{"note": %s}`, false, user},
 		{"POST", packet + "/reject", `{"reason": %s}`, false, boss},
 		{"POST", "/api/v1/evidence", `{"action_class": %s, "label": "approved"}`, false, user},
 		{"POST", "/api/v1/receipts/" + receipt + "/violation", `{"category": "other", "reason": %s}`, false, user},

@@ -16,25 +16,64 @@ import (
 )
 
 // receiptsPage handles "GET /admin/receipts" (approvers and admins): the
-// chain's head, what waits for the sequencer, a checkpoint signed now and
-// the latest receipts, or one proposal's (?proposal=ID); with ?verify=1,
-// the chain verified now ("Verify now" without JavaScript).
+// chain's head, what waits for the sequencer, the verified head, a
+// checkpoint signed now and the latest receipts, or one proposal's
+// (?proposal=ID). With ?verify=1 ("Verify now" without JavaScript) it
+// starts a verification, or joins the one that runs, and shows its result
+// if it ends within pageWait, else its progress; ?verification=ID shows
+// that run; otherwise the run that waits or runs, if any.
 func (s *Server) receiptsPage(c echo.Context) error {
-	v, err := s.receiptsView(c, c.QueryParam("verify") == "1")
+	v, err := s.receiptsView(c)
 	if err != nil {
 		return err
 	}
 	return render(c, http.StatusOK, views.ReceiptsPage(s.shell(c, "Receipts", "admin"), v))
 }
 
+// pageWait is how long "Verify now" waits for a verification before it
+// shows its progress: a short chain's result comes at once.
+const pageWait = 2 * time.Second
+
 // verifyReceiptsNow handles "GET /admin/receipts/verify" (approvers and
-// admins): the page's "Verify now", as an htmx fragment.
+// admins): the page's "Verify now", as an htmx fragment. It starts a
+// verification in the background, or joins the one that runs, and answers
+// its result if it ends within pageWait, else its progress (which polls).
 func (s *Server) verifyReceiptsNow(c echo.Context) error {
-	res, err := s.receipts.Verify(c.Request().Context(), receiptCaller(principal(c)))
+	run, err := s.receipts.StartVerification(c.Request().Context(), receiptCaller(principal(c)), pageWait)
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.VerificationResult(verificationView(res)))
+	return render(c, http.StatusOK, views.VerificationRun(verificationRunView(run)))
+}
+
+// receiptVerificationFragment handles "GET /admin/receipts/verifications/:id"
+// (approvers and admins): a verification's progress, polled every second,
+// then its result.
+func (s *Server) receiptVerificationFragment(c echo.Context) error {
+	id, err := pathID(c, receipts.ErrVerificationNotFound)
+	if err != nil {
+		return err
+	}
+	run, err := s.receipts.Verification(c.Request().Context(), receiptCaller(principal(c)), id)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.VerificationRun(verificationRunView(run)))
+}
+
+func verificationRunView(run receipts.Verification) views.VerificationRunView {
+	v := views.VerificationRunView{ID: run.ID.String(), Status: run.Status, Checked: strconv.FormatInt(run.Checked, 10), Error: run.Error, Percent: "0"}
+	if run.TargetSeq >= 0 {
+		v.Target = strconv.FormatInt(run.TargetSeq, 10)
+		if run.TargetSeq > 0 {
+			v.Percent = strconv.FormatInt(min(100, 100*run.Checked/run.TargetSeq), 10)
+		}
+	}
+	if run.Result != nil {
+		r := verificationView(*run.Result)
+		v.Result = &r
+	}
+	return v
 }
 
 func verificationView(res receipts.Result) views.VerificationView {
@@ -47,16 +86,19 @@ func verificationView(res receipts.Result) views.VerificationView {
 }
 
 // receiptsView reads the chain's overview for the page.
-func (s *Server) receiptsView(c echo.Context, verify bool) (views.ReceiptsView, error) {
-	var proposal uuid.UUID
-	if p := c.QueryParam("proposal"); p != "" {
-		var err error
-		if proposal, err = uuid.Parse(p); err != nil {
-			return views.ReceiptsView{}, apperr.Invalid("proposal is not a proposal id.", apperr.FieldError{Field: "proposal", Message: "must be a proposal id"})
+func (s *Server) receiptsView(c echo.Context) (views.ReceiptsView, error) {
+	oq := receipts.OverviewQuery{Recent: 50, Verify: c.QueryParam("verify") == "1", Wait: pageWait}
+	for name, id := range map[string]*uuid.UUID{"proposal": &oq.Proposal, "verification": &oq.Verification} {
+		if p := c.QueryParam(name); p != "" {
+			var err error
+			if *id, err = uuid.Parse(p); err != nil {
+				return views.ReceiptsView{}, apperr.Invalid(name+" is not a "+name+" id.", apperr.FieldError{Field: name, Message: "must be a " + name + " id"})
+			}
 		}
 	}
+	proposal := oq.Proposal
 	now := time.Now()
-	o, err := s.receipts.Overview(c.Request().Context(), receiptCaller(principal(c)), proposal, 50, verify, now)
+	o, err := s.receipts.Overview(c.Request().Context(), receiptCaller(principal(c)), oq, now)
 	if err != nil {
 		return views.ReceiptsView{}, err
 	}
@@ -72,8 +114,11 @@ func (s *Server) receiptsView(c echo.Context, verify bool) (views.ReceiptsView, 
 		v.Proposal = proposal.String()
 	}
 	if o.Verification != nil {
-		vv := verificationView(*o.Verification)
+		vv := verificationRunView(*o.Verification)
 		v.Verification = &vv
+	}
+	if o.Verified != nil {
+		v.VerifiedSeq, v.VerifiedHash, v.VerifiedAt = strconv.FormatInt(o.Verified.Seq, 10), receipts.Hex(o.Verified.Hash), o.Verified.VerifiedAt
 	}
 	for _, r := range o.Recent {
 		row := views.ReceiptRow{ID: r.ID.String(), Seq: "pending", Kind: r.Kind, When: r.CreatedAt,

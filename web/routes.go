@@ -84,6 +84,8 @@ func (s *Server) routes() *echo.Echo {
 	// with approvers' and admins', redact with admins'.
 	api.GET("/receipts", s.apiExportReceipts)
 	api.GET("/receipts/verify", s.apiVerifyReceipts)
+	api.POST("/receipts/verifications", s.apiStartVerification)
+	api.GET("/receipts/verifications/:id", s.apiGetVerification)
 	api.GET("/receipts/checkpoint", s.apiReceiptCheckpoint)
 	api.GET("/receipts/public-key", s.apiReceiptPublicKey)
 	api.GET("/receipts/:id", s.apiGetReceipt)
@@ -152,6 +154,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/outbox", s.outboxPage, approver...)
 	e.GET("/admin/receipts", s.receiptsPage, approver...)
 	e.GET("/admin/receipts/verify", s.verifyReceiptsNow, approver...)
+	e.GET("/admin/receipts/verifications/:id", s.receiptVerificationFragment, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)
 	e.GET("/admin/settings/preview", s.settingsPreview, approver...)
 	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)

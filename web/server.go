@@ -30,6 +30,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/receipts"
+	"github.com/gatehouse/gatehouse/internal/rollup"
 	"github.com/gatehouse/gatehouse/internal/settings"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/internal/trust"
@@ -82,10 +83,15 @@ type Server struct {
 	stopped   chan struct{}
 	// chained closes when the receipt sequencer has stopped.
 	chained chan struct{}
-	metrics *prometheus.Registry
-	api     *apiSpec
-	echo    *echo.Echo
-	events  *hub
+	// verified closes when the receipt chain verifier has stopped.
+	verified chan struct{}
+	// rolledUp closes when the roll-up of /trust's and /admin/intent's
+	// aggregates has stopped.
+	rolledUp chan struct{}
+	metrics  *prometheus.Registry
+	api      *apiSpec
+	echo     *echo.Echo
+	events   *hub
 	// bus announces changes to every instance's live pages after commit.
 	bus *events.Bus
 	// flushed closes when the bus has sent its last announcements.
@@ -161,7 +167,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	s := &Server{
 		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, feedback: svc.Feedback, intent: svc.Intent, props: svc.Proposals, trust: svc.Trust,
 		registry: svc.Registry, upstreams: svc.Upstreams,
-		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}),
+		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}), verified: make(chan struct{}),
 		receipts: svc.Receipts,
 	}
 	if s.receipts != nil && cfg.ReceiptKey != nil {
@@ -186,6 +192,9 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	}
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
 	go s.sequence(s.bg, cfg.SequenceEvery)
+	go s.verifyChains(s.bg, time.Second)
+	s.rolledUp = make(chan struct{})
+	go func() { defer close(s.rolledUp); rollup.Run(s.bg, s.log, time.Second, s.rollUps()...) }()
 	go s.listen(s.bg)
 	go func() { defer close(s.flushed); s.bus.Run(s.bg) }()
 	return s, nil
@@ -202,6 +211,8 @@ func (s *Server) Close() {
 	}
 	<-s.stopped
 	<-s.chained
+	<-s.verified
+	<-s.rolledUp
 	<-s.flushed
 }
 
@@ -225,6 +236,50 @@ func (s *Server) sequence(ctx context.Context, every time.Duration) {
 			wait = min(2*wait, 5*time.Second)
 		case n > 0:
 			s.log.Debug("receipts chained", "count", n)
+			wait = every
+		default:
+			wait = every
+		}
+	}
+}
+
+// rollUps are the roll-ups this server's services keep (internal/rollup):
+// run on every instance, one at a time per feed.
+func (s *Server) rollUps() []rollup.Step {
+	var steps []rollup.Step
+	if s.trust != nil {
+		steps = append(steps, s.trust.RollUp)
+	}
+	if s.intent != nil {
+		steps = append(steps, s.intent.RollUp)
+	}
+	return steps
+}
+
+// verifyChains runs the receipt chain verifications that requests start
+// (receipts.RunVerifications), on every instance: a run queued here starts
+// at once, one queued elsewhere or left by an instance that died within
+// the interval. A run hands itself back when the server closes.
+func (s *Server) verifyChains(ctx context.Context, every time.Duration) {
+	defer close(s.verified)
+	if s.receipts == nil {
+		return
+	}
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		case <-s.receipts.VerificationsQueued():
+		}
+		n, err := s.receipts.RunVerifications(ctx, s.log)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("verifying receipt chains", "err", err)
+			wait = min(2*wait, 30*time.Second)
+		case n > 0:
+			s.log.Info("receipt chains verified", "count", n)
 			wait = every
 		default:
 			wait = every

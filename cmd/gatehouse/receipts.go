@@ -26,16 +26,18 @@ type chainBroken string
 func (c chainBroken) Error() string { return string(c) }
 
 // receiptsCommand is "receipts verify [--checkpoint FILE [--public-key
-// FILE]]": verify every workspace's chain, or, with a checkpoint an auditor
-// saved, prove its workspace's chain still extends it. One JSON result per
-// workspace on stdout.
+// FILE]]": verify every workspace's chain from seq 1, in this process (a
+// page at a time, as the server's background verifications do), or, with
+// a checkpoint an auditor saved, prove its workspace's chain still extends
+// it, reading only the checkpoint's receipt and those after it. One JSON
+// result per workspace on stdout.
 func receiptsCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "verify" {
 		return usageError("receipts needs verify")
 	}
 	var checkpointFile, publicKeyFile string
 	cfg, err := loadConfig("receipts verify", args[1:], getenv, stderr, func(fs *flag.FlagSet) {
-		fs.StringVar(&checkpointFile, "checkpoint", "", "a checkpoint saved earlier (GET /api/v1/receipts/checkpoint): prove the chain still extends it")
+		fs.StringVar(&checkpointFile, "checkpoint", "", "a checkpoint saved earlier (GET /api/v1/receipts/checkpoint): prove the chain still extends it, reading only from its seq on")
 		fs.StringVar(&publicKeyFile, "public-key", "", "the key the checkpoint verifies with (PEM, base64, or GET /api/v1/receipts/public-key); default: the server's key file")
 	})
 	if err != nil {

@@ -125,6 +125,11 @@ func TestReceiptsVerify_ExitCodesAndACheckpointSavedEarlier(t *testing.T) {
 	if code, out := s.verifyCLI(t); code != 3 || !strings.Contains(out, `"first_bad_seq":2`) {
 		t.Fatalf("changed content: exit %d\n%s", code, out)
 	}
+	// From the checkpoint (seq 4) it reads seq 4 on, nothing before: the
+	// change at seq 2 is the full verification's to find.
+	if code, out := s.verifyCLI(t, "--checkpoint", cpFile, "--public-key", pkFile); code != 0 || !strings.Contains(out, `"checked":3`) || !strings.Contains(out, `"from_seq":4`) {
+		t.Fatalf("changed content before the checkpoint, verified from it: exit %d\n%s", code, out)
+	}
 	rewriteChain(t, pool, ws)
 	if code, out := s.verifyCLI(t); code != 0 {
 		t.Fatalf("a consistently rewritten chain verifies on its own: exit %d\n%s", code, out)

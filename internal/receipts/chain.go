@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"strconv"
 	"time"
+
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 )
 
 // The chain. Each workspace's receipts form one hash chain, in seq order
@@ -46,13 +49,56 @@ func ChainHash(receiptID string, seq int64, prevHash, contentHash []byte, metada
 	if m := bytes.TrimSpace(metadata); len(m) == 0 || m[0] != '{' {
 		return nil, fmt.Errorf("receipts: metadata of %s is not a JSON object", receiptID)
 	}
-	b, err := Canonical(link{ReceiptID: receiptID, Seq: seq, PrevHash: hex.EncodeToString(prevHash),
-		ContentHash: hex.EncodeToString(contentHash), Metadata: metadata})
+	if !plainASCII(receiptID) || seq < 0 || seq > maxExactSeq {
+		return chainHashOf(link{ReceiptID: receiptID, Seq: seq, PrevHash: hex.EncodeToString(prevHash),
+			ContentHash: hex.EncodeToString(contentHash), Metadata: metadata})
+	}
+	// The canonical form written directly (every verification computes it
+	// for every receipt): the members in JCS order, the hex strings and the
+	// id needing no escapes, seq an integer ECMAScript prints as is; only
+	// the metadata is canonicalised.
+	meta, err := canonjson.Transform(metadata)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: canonicalise: %w", err)
+	}
+	b := make([]byte, 0, len(meta)+len(receiptID)+4*HashSize+80)
+	b = append(b, `{"content_hash":"`...)
+	b = hex.AppendEncode(b, contentHash)
+	b = append(b, `","metadata":`...)
+	b = append(b, meta...)
+	b = append(b, `,"prev_hash":"`...)
+	b = hex.AppendEncode(b, prevHash)
+	b = append(b, `","receipt_id":"`...)
+	b = append(b, receiptID...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, '}')
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// maxExactSeq is the largest integer a double holds exactly (2^53).
+const maxExactSeq = 1 << 53
+
+// chainHashOf is ChainHash through the general canonical form.
+func chainHashOf(l link) ([]byte, error) {
+	b, err := Canonical(l)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(b)
 	return sum[:], nil
+}
+
+// plainASCII reports whether s is printable ASCII that JSON writes without
+// an escape (a UUID always is).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // Row is one chained receipt as a verifier sees it: from the database, or
@@ -96,12 +142,17 @@ type Result struct {
 	// chain is not keeping up, whatever its chained prefix says.
 	Pending         int64      `json:"pending"`
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
+	// FromSeq is the seq a verification from a checkpoint started at (it
+	// read nothing before); absent when it started at seq 1.
+	FromSeq int64 `json:"from_seq,omitempty"`
 }
 
 // Verifier checks a chain one receipt at a time, in seq order, so a chain
 // of any length is verified in constant memory. The zero value is not
-// ready: use NewVerifier.
+// ready: use NewVerifier, NewVerifierAt or ResumeVerifier.
 type Verifier struct {
+	// prev is the hash the next receipt's prev_hash must equal; nil at a
+	// checkpoint's receipt, whose own hash is checked instead.
 	prev       []byte
 	res        Result
 	broken     bool
@@ -113,6 +164,53 @@ type Verifier struct {
 func NewVerifier() *Verifier {
 	return &Verifier{prev: GenesisHash, res: Result{OK: true, HeadHash: hex.EncodeToString(GenesisHash)}}
 }
+
+// NewVerifierAt starts a verification at a checkpoint's receipt (seq, and
+// the hash the checkpoint gives it), so only that receipt and the ones
+// after it are read: that receipt's content hash and hash are checked, its
+// hash must be the checkpoint's, and its prev_hash is taken as stored (the
+// hash covers it, so the checkpoint vouches for it). What precedes the
+// checkpoint is not looked at: a full verification does that. Seq 0 (a
+// checkpoint of the empty chain) and seq 1 start a full verification.
+func NewVerifierAt(seq int64, hash []byte) *Verifier {
+	v := NewVerifier()
+	v.Expect(seq, hash)
+	if seq > 1 {
+		v.prev = nil
+		v.res.HeadSeq, v.res.HeadHash, v.res.FromSeq = seq-1, "", seq
+	}
+	return v
+}
+
+// Progress is how far a verification got: the prefix that verified, and
+// the content errors in it. A run saves it after every page and resumes
+// from it (ResumeVerifier).
+type Progress struct {
+	Checked              int64
+	HeadSeq              int64
+	HeadHash             []byte
+	ContentErrors        int64
+	FirstContentErrorSeq int64
+}
+
+// ResumeVerifier goes on with a verification from seq 1 whose prefix
+// through p.HeadSeq verified.
+func ResumeVerifier(p Progress) *Verifier {
+	if p.HeadSeq == 0 {
+		return NewVerifier()
+	}
+	return &Verifier{prev: p.HeadHash, res: Result{OK: true, Checked: p.Checked, HeadSeq: p.HeadSeq, HeadHash: hex.EncodeToString(p.HeadHash),
+		ContentErrors: p.ContentErrors, FirstContentErrorSeq: p.FirstContentErrorSeq}}
+}
+
+// Progress is the verified prefix so far.
+func (v *Verifier) Progress() Progress {
+	return Progress{Checked: v.res.Checked, HeadSeq: v.res.HeadSeq, HeadHash: v.prev,
+		ContentErrors: v.res.ContentErrors, FirstContentErrorSeq: v.res.FirstContentErrorSeq}
+}
+
+// Next is the seq the verifier expects next.
+func (v *Verifier) Next() int64 { return v.res.HeadSeq + 1 }
 
 // Expect makes the verification also prove that the chain extends a
 // checkpoint: the receipt at seq has this hash, and the chain reaches it.
@@ -175,7 +273,7 @@ func (v *Verifier) check(r Row, want int64) string {
 			return fmt.Sprintf("the content of receipt %s does not match its content_hash", r.ReceiptID)
 		}
 	}
-	if !bytes.Equal(r.PrevHash, v.prev) {
+	if v.prev != nil && !bytes.Equal(r.PrevHash, v.prev) {
 		if want == 1 {
 			return fmt.Sprintf("the prev_hash of seq 1 (receipt %s) is not 32 zero bytes", r.ReceiptID)
 		}
@@ -192,6 +290,19 @@ func (v *Verifier) check(r Row, want int64) string {
 		return fmt.Sprintf("the hash of seq %d differs from the checkpoint's head_hash: the chain was rewritten", r.Seq)
 	}
 	return ""
+}
+
+// endsBefore breaks the chain at the seq expected next, which should be
+// there: the chain had seq through when the verification started, and
+// receipts are never removed.
+func (v *Verifier) endsBefore(through int64) {
+	if v.broken || v.res.HeadSeq >= through {
+		return
+	}
+	v.broken = true
+	want := v.res.HeadSeq + 1
+	v.res.OK, v.res.FirstBadSeq = false, want
+	v.res.Reason = fmt.Sprintf("seq %d is missing: the chain reached seq %d when the verification started, and receipts are never removed", want, through)
 }
 
 // Result is the outcome so far; call it after the last receipt. A chain

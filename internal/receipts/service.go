@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -64,6 +65,10 @@ type Service struct {
 	// verification fails; now is the clock it is measured with.
 	stallBound time.Duration
 	now        func() time.Time
+	// queued wakes this instance's verification worker (RunVerifications).
+	queued chan struct{}
+	// verifyPage is how many receipts a verification reads in one query.
+	verifyPage int
 }
 
 // DefaultStallBound is how long a receipt may wait to be chained before a
@@ -73,7 +78,7 @@ const DefaultStallBound = 5 * time.Minute
 
 // NewService returns the receipts service, without a signing key.
 func NewService(pool *pgxpool.Pool) *Service {
-	return &Service{pool: pool, q: db.New(pool), stallBound: DefaultStallBound, now: time.Now}
+	return &Service{pool: pool, q: db.New(pool), stallBound: DefaultStallBound, now: time.Now, queued: make(chan struct{}, 1), verifyPage: VerifyPage}
 }
 
 // WithStallBound returns the service failing verifications over receipts
@@ -143,20 +148,45 @@ func fromRows(rows []db.Receipt) []Receipt {
 	return out
 }
 
-// verifyPage is how many receipts a verification reads at a time.
-const verifyPage = 1000
+// VerifyPage is how many receipts a verification reads in one query.
+// Large pages keep the round trips few (a million receipts in a hundred
+// queries); each page is its own statement, so no transaction stays open
+// through a verification and the sequencer and calls never wait for one.
+const VerifyPage = 10000
 
-// VerifyWorkspace verifies a workspace's whole chain, from seq 1 to its
-// head, reading it a page at a time; with a checkpoint, it also proves
-// the chain extends it (the checkpoint's signature is the caller's to
-// check: VerifyCheckpoint). Receipts appended while it reads are verified
-// too. Unchained receipts are not part of the chain yet, but one that has
-// waited longer than the stall bound makes the result not OK.
+// VerifyWorkspace verifies a workspace's chain in this process, a page at
+// a time, up to the head it has when it starts (the command line; the
+// server runs verifications in the background: StartVerification).
+// Without a checkpoint it reads the chain from seq 1. With one, it proves
+// the chain extends it and reads only the checkpoint's receipt and those
+// after it (see NewVerifierAt; the checkpoint's signature is the caller's
+// to check: VerifyCheckpoint). Unchained receipts are not part of the
+// chain yet, but one that has waited longer than the stall bound makes the
+// result not OK.
 func (s *Service) VerifyWorkspace(ctx context.Context, ws uuid.UUID, cp *Checkpoint) (Result, error) {
-	res, err := s.verifyChain(ctx, ws, cp)
+	through, _, err := head(ctx, s.q, ws)
 	if err != nil {
 		return Result{}, err
 	}
+	v := NewVerifier()
+	if cp != nil {
+		if cp.Seq > through {
+			return Result{WorkspaceID: ws.String(), HeadSeq: through, FromSeq: cp.Seq, FirstBadSeq: through + 1,
+				Reason: fmt.Sprintf("the chain ends at seq %d, before the checkpoint's seq %d: receipts were removed", through, cp.Seq)}, nil
+		}
+		v = NewVerifierAt(cp.Seq, cp.HeadHashBytes())
+	}
+	if err := s.walkChain(ctx, ws, v, through, nil); err != nil {
+		return Result{}, err
+	}
+	res := v.Result()
+	res.WorkspaceID = ws.String()
+	return s.withPending(ctx, ws, res)
+}
+
+// withPending adds the receipts that wait for the sequencer to a result,
+// and fails it when one has waited longer than the stall bound.
+func (s *Service) withPending(ctx context.Context, ws uuid.UUID, res Result) (Result, error) {
 	p, err := s.q.CountUnchainedReceipts(ctx, ws)
 	if err != nil {
 		return Result{}, fmt.Errorf("receipts: verify %s: pending: %w", ws, err)
@@ -173,41 +203,67 @@ func (s *Service) VerifyWorkspace(ctx context.Context, ws uuid.UUID, cp *Checkpo
 	return res, nil
 }
 
-// verifyChain verifies the chained receipts (VerifyWorkspace).
-func (s *Service) verifyChain(ctx context.Context, ws uuid.UUID, cp *Checkpoint) (Result, error) {
-	v := NewVerifier()
-	if cp != nil {
-		v.Expect(cp.Seq, cp.HeadHashBytes())
+// walkChain feeds v the workspace's chain from the seq it expects next
+// through seq through, VerifyPage receipts a query, and calls saved (when
+// not nil) with the progress after every page. It stops at the first
+// receipt that does not verify; a chain that ends before through is broken
+// there. The next page is read while this one is hashed, so the database
+// and the hashing overlap; one query runs at a time, each its own
+// statement.
+func (s *Service) walkChain(ctx context.Context, ws uuid.UUID, v *Verifier, through int64, saved func(Progress) error) error {
+	type page struct {
+		rows []db.ListChainForVerificationRow
+		err  error
 	}
-	after := int64(0)
-	for {
-		rows, err := s.q.ListChainedReceipts(ctx, db.ListChainedReceiptsParams{WorkspaceID: ws, AfterSeq: after, Limit: verifyPage})
-		if err != nil {
-			return Result{}, fmt.Errorf("receipts: verify %s: %w", ws, err)
-		}
-		for _, r := range rows {
-			if !v.Add(fromRow(r).Row()) {
-				res := v.Result()
-				res.WorkspaceID = ws.String()
-				return res, nil
+	pages := make(chan page)
+	var reader sync.WaitGroup
+	defer reader.Wait()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	from := v.Next() - 1
+	reader.Go(func() {
+		defer close(pages)
+		for after := from; after < through; {
+			rows, err := s.q.ListChainForVerification(ctx, db.ListChainForVerificationParams{WorkspaceID: ws, AfterSeq: after, ThroughSeq: through, PageSize: int32(s.verifyPage)})
+			if err != nil {
+				err = fmt.Errorf("receipts: verify %s after seq %d: %w", ws, after, err)
 			}
+			select {
+			case pages <- page{rows, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || len(rows) == 0 {
+				return
+			}
+			after = rows[len(rows)-1].Seq
 		}
-		if len(rows) < verifyPage {
+	})
+	for p := range pages {
+		if p.err != nil {
+			return p.err
+		}
+		if len(p.rows) == 0 {
 			break
 		}
-		after = rows[len(rows)-1].Seq.Int64
+		for _, r := range p.rows {
+			row := Row{ReceiptID: r.ID.String(), Seq: r.Seq, PrevHash: r.PrevHash, Hash: r.Hash, ContentHash: r.ContentHash,
+				Metadata: r.Metadata, Content: r.Content, Redacted: r.Redacted, RedactedFor: r.RedactedFor.String}
+			if !v.Add(row) {
+				return nil
+			}
+		}
+		if saved != nil {
+			if err := saved(v.Progress()); err != nil {
+				return err
+			}
+		}
 	}
-	res := v.Result()
-	res.WorkspaceID = ws.String()
-	return res, nil
-}
-
-// Verify verifies the caller's workspace chain (any user of the workspace).
-func (s *Service) Verify(ctx context.Context, c Caller) (Result, error) {
-	if !c.isUser() {
-		return Result{}, errUsersOnly
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return s.VerifyWorkspace(ctx, c.WorkspaceID, nil)
+	v.endsBefore(through)
+	return nil
 }
 
 // Workspaces lists every workspace (the command line verifies them all).
@@ -314,13 +370,30 @@ type Overview struct {
 	Checkpoint *SignedCheckpoint
 	// Recent are the latest receipts (pending first), or a proposal's.
 	Recent []Receipt
-	// Verification is the chain verified now, when asked for.
-	Verification *Result
+	// Verified is the head the latest verification that ended ok found
+	// (nil when none has).
+	Verified *VerifiedHead
+	// Verification is the run asked for, or else the one that waits or
+	// runs (nil when none).
+	Verification *Verification
+}
+
+// OverviewQuery says what the admin page shows besides the chain's state.
+type OverviewQuery struct {
+	// Proposal lists that proposal's receipts instead of the Recent latest.
+	Proposal uuid.UUID
+	Recent   int
+	// Verify starts a verification (or joins the one that waits or runs)
+	// and waits up to Wait for its result; Verification shows that run.
+	Verify       bool
+	Wait         time.Duration
+	Verification uuid.UUID
 }
 
 // Overview returns the chain's state and recent receipts, or those of
-// one proposal (approvers and admins), and verifies the chain when asked.
-func (s *Service) Overview(ctx context.Context, c Caller, proposal uuid.UUID, recent int, verify bool, now time.Time) (Overview, error) {
+// one proposal (approvers and admins), the verified head and a
+// verification's progress or result.
+func (s *Service) Overview(ctx context.Context, c Caller, oq OverviewQuery, now time.Time) (Overview, error) {
 	if !c.isApprover() {
 		return Overview{}, errApproversOnly
 	}
@@ -342,21 +415,39 @@ func (s *Service) Overview(ctx context.Context, c Caller, proposal uuid.UUID, re
 		out.Checkpoint = &cp
 	}
 	var rows []db.Receipt
-	if proposal != uuid.Nil {
-		rows, err = s.q.ListProposalReceipts(ctx, db.ListProposalReceiptsParams{WorkspaceID: c.WorkspaceID, ProposalID: uuid.NullUUID{UUID: proposal, Valid: true}})
+	if oq.Proposal != uuid.Nil {
+		rows, err = s.q.ListProposalReceipts(ctx, db.ListProposalReceiptsParams{WorkspaceID: c.WorkspaceID, ProposalID: uuid.NullUUID{UUID: oq.Proposal, Valid: true}})
 	} else {
-		rows, err = s.q.ListRecentReceipts(ctx, db.ListRecentReceiptsParams{WorkspaceID: c.WorkspaceID, Limit: int32(recent)})
+		rows, err = s.q.ListRecentReceipts(ctx, db.ListRecentReceiptsParams{WorkspaceID: c.WorkspaceID, Limit: int32(oq.Recent)})
 	}
 	if err != nil {
 		return Overview{}, fmt.Errorf("receipts: recent: %w", err)
 	}
 	out.Recent = fromRows(rows)
-	if verify {
-		res, err := s.VerifyWorkspace(ctx, c.WorkspaceID, nil)
-		if err != nil {
-			return Overview{}, err
+	var run Verification
+	switch {
+	case oq.Verify:
+		run, err = s.StartVerification(ctx, c, oq.Wait)
+	case oq.Verification != uuid.Nil:
+		run, err = s.Verification(ctx, c, oq.Verification)
+	default:
+		var row db.ReceiptVerification
+		if row, err = s.q.GetActiveReceiptVerification(ctx, c.WorkspaceID); err == nil {
+			run = fromVerificationRow(row)
+		} else if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
 		}
-		out.Verification = &res
+	}
+	if err != nil {
+		return Overview{}, err
+	}
+	if run.ID != uuid.Nil {
+		out.Verification = &run
+	}
+	if h, ok, err := s.VerifiedHead(ctx, c.WorkspaceID); err != nil {
+		return Overview{}, err
+	} else if ok {
+		out.Verified = &h
 	}
 	return out, nil
 }
