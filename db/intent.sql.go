@@ -10,85 +10,144 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
-const countRationaleWarnings = `-- name: CountRationaleWarnings :one
-SELECT count(*)::int FROM audit_events
-WHERE workspace_id = $1 AND action IN ('proposal.created', 'proposal.refused') AND created_at >= $2 AND created_at < $3
-  AND (data->>'rationale_warning')::boolean
+const addCallDays = `-- name: AddCallDays :exec
+INSERT INTO call_days AS d (workspace_id, day, action_class, tool, calls, refused, edited, warned, decisions, decision_hist)
+SELECT u.workspace_id, u.day, u.action_class, u.tool, u.calls, u.refused, u.edited, u.warned, u.decisions, u.hist::int[]
+FROM (
+    SELECT unnest($1::uuid[]) AS workspace_id, unnest($2::date[]) AS day,
+           unnest($3::text[]) AS action_class, unnest($4::text[]) AS tool,
+           unnest($5::bigint[]) AS calls, unnest($6::bigint[]) AS refused, unnest($7::bigint[]) AS edited,
+           unnest($8::bigint[]) AS warned, unnest($9::bigint[]) AS decisions, unnest($10::text[]) AS hist
+) u
+ON CONFLICT (workspace_id, day, action_class, tool) DO UPDATE
+    SET calls = d.calls + EXCLUDED.calls, refused = d.refused + EXCLUDED.refused, edited = d.edited + EXCLUDED.edited,
+        warned = d.warned + EXCLUDED.warned, decisions = d.decisions + EXCLUDED.decisions,
+        decision_hist = gatehouse_hist_add(d.decision_hist, EXCLUDED.decision_hist)
 `
 
-type CountRationaleWarningsParams struct {
-	WorkspaceID uuid.UUID
-	Since       time.Time
-	Until       time.Time
+type AddCallDaysParams struct {
+	WorkspaceIds []uuid.UUID
+	Days         []pgtype.Date
+	Classes      []string
+	Tools        []string
+	Calls        []int64
+	Refused      []int64
+	Edited       []int64
+	Warned       []int64
+	Decisions    []int64
+	Hists        []string
 }
 
-// Calls accepted with a missing or short rationale (warn mode) in a period.
-func (q *Queries) CountRationaleWarnings(ctx context.Context, arg CountRationaleWarningsParams) (int32, error) {
-	row := q.db.QueryRow(ctx, countRationaleWarnings, arg.WorkspaceID, arg.Since, arg.Until)
-	var column_1 int32
+// Adds counts (which may be negative: a call counted before changed) to
+// days, one statement for a batch's days; each histogram comes as the
+// text of an int array.
+func (q *Queries) AddCallDays(ctx context.Context, arg AddCallDaysParams) error {
+	_, err := q.db.Exec(ctx, addCallDays,
+		arg.WorkspaceIds,
+		arg.Days,
+		arg.Classes,
+		arg.Tools,
+		arg.Calls,
+		arg.Refused,
+		arg.Edited,
+		arg.Warned,
+		arg.Decisions,
+		arg.Hists,
+	)
+	return err
+}
+
+const auditBatchEnd = `-- name: AuditBatchEnd :one
+SELECT coalesce((SELECT a.id FROM audit_events a
+                 WHERE a.id > $1 AND a.id <= $2 AND ($3::uuid IS NULL OR a.workspace_id = $3)
+                 ORDER BY a.id OFFSET $4::int - 1 LIMIT 1), $2)::bigint
+`
+
+type AuditBatchEndParams struct {
+	After       int64
+	Upto        int64
+	WorkspaceID uuid.NullUUID
+	MaxRows     int32
+}
+
+// Where a batch of audit rows after after ends (of a workspace, or of all
+// when workspace_id is null): the id of the max_rows-th row, or upto when
+// there are fewer.
+func (q *Queries) AuditBatchEnd(ctx context.Context, arg AuditBatchEndParams) (int64, error) {
+	row := q.db.QueryRow(ctx, auditBatchEnd,
+		arg.After,
+		arg.Upto,
+		arg.WorkspaceID,
+		arg.MaxRows,
+	)
+	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
 }
 
-const intentGroups = `-- name: IntentGroups :many
-WITH calls AS (
-    SELECT p.tool, coalesce(p.action_class, '') AS action_class, p.status IN ('rejected', 'failed') AS refused, p.applied_arguments IS NOT NULL AS edited
-    FROM proposals p
-    WHERE p.workspace_id = $1 AND p.created_at >= $2 AND p.created_at < $3
-      AND ($4::text = '' OR to_tsvector('simple', p.rationale) @@ websearch_to_tsquery('simple', $4::text))
-    UNION ALL
-    SELECT coalesce(a.data->>'tool', ''), coalesce(a.data->>'action_class', ''), true, false
-    FROM audit_events a
-    WHERE a.workspace_id = $1 AND a.action = 'proposal.refused' AND a.created_at >= $2 AND a.created_at < $3
-      AND ($4::text = '' OR to_tsvector('simple', coalesce(a.data->>'rationale', '')) @@ websearch_to_tsquery('simple', $4::text))
-)
-SELECT action_class::text AS action_class, tool::text AS tool, count(*)::int AS calls,
-       (count(*) FILTER (WHERE refused))::int AS refused, (count(*) FILTER (WHERE edited))::int AS edited
-FROM calls
-GROUP BY action_class, tool
-ORDER BY calls DESC, action_class, tool
+const auditHead = `-- name: AuditHead :one
+SELECT coalesce(max(id), 0)::bigint FROM audit_events
 `
 
-type IntentGroupsParams struct {
-	WorkspaceID uuid.UUID
-	Since       time.Time
-	Until       time.Time
-	Q           string
+// The largest audit row id visible: the roll-up's next watermark.
+func (q *Queries) AuditHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, auditHead)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
-type IntentGroupsRow struct {
+const callDays = `-- name: CallDays :many
+
+SELECT day, action_class, tool, calls, refused, edited, warned, decisions
+FROM call_days
+WHERE workspace_id = $1 AND day >= $2 AND day < $3
+`
+
+type CallDaysParams struct {
+	WorkspaceID uuid.UUID
+	FromDay     pgtype.Date
+	ToDay       pgtype.Date
+}
+
+type CallDaysRow struct {
+	Day         pgtype.Date
 	ActionClass string
 	Tool        string
-	Calls       int32
-	Refused     int32
-	Edited      int32
+	Calls       int64
+	Refused     int64
+	Edited      int64
+	Warned      int64
+	Decisions   int64
 }
 
-// The same calls counted by action class and tool: how many, how many
-// refused (rejected, failed, or refused at the gate) and how many edited
-// before they ran.
-func (q *Queries) IntentGroups(ctx context.Context, arg IntentGroupsParams) ([]IntentGroupsRow, error) {
-	rows, err := q.db.Query(ctx, intentGroups,
-		arg.WorkspaceID,
-		arg.Since,
-		arg.Until,
-		arg.Q,
-	)
+// The intent view and the calls' roll-up (internal/intent): call_days
+// holds each day's calls per action class and tool, folded from the audit
+// log (every call writes its proposal.created or proposal.refused row, and
+// every change of a call an audit row naming it or its approval packet).
+// The folded counts of a workspace's days in [from_day, to_day) (without
+// the histograms: CallDecisions).
+func (q *Queries) CallDays(ctx context.Context, arg CallDaysParams) ([]CallDaysRow, error) {
+	rows, err := q.db.Query(ctx, callDays, arg.WorkspaceID, arg.FromDay, arg.ToDay)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []IntentGroupsRow{}
+	items := []CallDaysRow{}
 	for rows.Next() {
-		var i IntentGroupsRow
+		var i CallDaysRow
 		if err := rows.Scan(
+			&i.Day,
 			&i.ActionClass,
 			&i.Tool,
 			&i.Calls,
 			&i.Refused,
 			&i.Edited,
+			&i.Warned,
+			&i.Decisions,
 		); err != nil {
 			return nil, err
 		}
@@ -100,31 +159,226 @@ func (q *Queries) IntentGroups(ctx context.Context, arg IntentGroupsParams) ([]I
 	return items, nil
 }
 
-const searchIntent = `-- name: SearchIntent :many
-SELECT p.id::text AS call_id, p.tool, coalesce(p.action_class, '')::text AS action_class, p.rationale, p.status,
-       (p.applied_arguments IS NOT NULL)::boolean AS edited, p.created_at
-FROM proposals p
-WHERE p.workspace_id = $2 AND p.created_at >= $3 AND p.created_at < $4
-  AND ($5::text = '' OR to_tsvector('simple', p.rationale) @@ websearch_to_tsquery('simple', $5::text))
-UNION ALL
-SELECT a.id::text, coalesce(a.data->>'tool', '')::text, coalesce(a.data->>'action_class', '')::text, coalesce(a.data->>'rationale', '')::text,
-       'refused'::text, false, a.created_at
-FROM audit_events a
-WHERE a.workspace_id = $2 AND a.action = 'proposal.refused' AND a.created_at >= $3 AND a.created_at < $4
-  AND ($5::text = '' OR to_tsvector('simple', coalesce(a.data->>'rationale', '')) @@ websearch_to_tsquery('simple', $5::text))
-ORDER BY created_at DESC
-LIMIT $1
+const callDecisions = `-- name: CallDecisions :many
+SELECT d.action_class, (h.i - 1)::int AS bucket, sum(h.n)::bigint AS decisions
+FROM call_days d, unnest(d.decision_hist) WITH ORDINALITY AS h (n, i)
+WHERE d.workspace_id = $1 AND d.day >= $2 AND d.day < $3 AND d.decisions <> 0 AND d.action_class <> '' AND h.n <> 0
+GROUP BY d.action_class, h.i
 `
 
-type SearchIntentParams struct {
+type CallDecisionsParams struct {
+	WorkspaceID uuid.UUID
+	FromDay     pgtype.Date
+	ToDay       pgtype.Date
+}
+
+type CallDecisionsRow struct {
+	ActionClass string
+	Bucket      int32
+	Decisions   int64
+}
+
+// The folded decisions of a workspace's days in [from_day, to_day), per
+// action class and bucket of their seconds (gatehouse_decision_bucket):
+// the days' histograms added up in the database, a few rows per class.
+func (q *Queries) CallDecisions(ctx context.Context, arg CallDecisionsParams) ([]CallDecisionsRow, error) {
+	rows, err := q.db.Query(ctx, callDecisions, arg.WorkspaceID, arg.FromDay, arg.ToDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CallDecisionsRow{}
+	for rows.Next() {
+		var i CallDecisionsRow
+		if err := rows.Scan(&i.ActionClass, &i.Bucket, &i.Decisions); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const callEvents = `-- name: CallEvents :many
+WITH s AS MATERIALIZED ( -- each row's call, worked out once
+    SELECT r.id, r.workspace_id, r.action, r.data_class, r.data_tool, r.warning, r.created_at,
+           CASE r.subject_type WHEN 'proposal' THEN r.subject_uuid
+                               WHEN 'approval' THEN (SELECT ap.proposal_id FROM approvals ap WHERE ap.id = r.subject_uuid) END AS proposal_id
+    FROM (
+        -- A uuid as the service writes them (so the cast cannot fail: 32
+        -- hex digits in fours with four hyphens), checked without counted
+        -- repetitions, which make PostgreSQL's regex several times slower.
+        SELECT a.id, a.workspace_id, a.action::text AS action, a.subject_type, a.created_at,
+               coalesce(a.data->>'action_class', '') AS data_class, coalesce(a.data->>'tool', '') AS data_tool,
+               coalesce(a.data->'rationale_warning' = 'true'::jsonb, false) AS warning,
+               CASE WHEN a.subject_type IN ('proposal', 'approval') AND octet_length(a.subject_id) = 36 AND strpos(a.subject_id, '-') > 0
+                         AND a.subject_id ~ '^([0-9a-f][0-9a-f][0-9a-f][0-9a-f]-?)*[0-9a-f][0-9a-f][0-9a-f][0-9a-f]$'
+                    THEN a.subject_id::uuid END AS subject_uuid
+        FROM audit_events a
+        WHERE a.id > $1 AND a.id <= $2 AND ($3::uuid IS NULL OR a.workspace_id = $3)
+    ) r
+), m AS MATERIALIZED ( -- the rows that change a count, with what was counted
+    SELECT s.id, s.workspace_id, s.action, s.data_class, s.data_tool, s.warning, s.created_at, s.proposal_id,
+           o.proposal_id AS counted_id, o.day AS counted_day, o.action_class AS counted_class, o.tool AS counted_tool,
+           o.refused AS counted_refused, o.edited AS counted_edited, o.decided AS counted_decided, o.decision_bucket AS counted_bucket
+    FROM s
+    -- Each by its key (LIMIT 1 keeps it per row), never a join over every
+    -- unfinished call.
+    LEFT JOIN LATERAL (SELECT proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket FROM call_days_open co WHERE co.proposal_id = s.proposal_id LIMIT 1) o ON true
+    WHERE s.action IN ('proposal.created', 'proposal.refused') OR o.proposal_id IS NOT NULL
+)
+SELECT m.id, m.workspace_id, m.action, m.created_at,
+       m.data_class::text AS data_class, m.data_tool::text AS data_tool, m.warning::boolean AS warning,
+       coalesce(m.proposal_id, '00000000-0000-0000-0000-000000000000'::uuid)::uuid AS proposal_id,
+       (f.id IS NOT NULL)::boolean AS found, coalesce(f.day, (m.created_at AT TIME ZONE 'UTC')::date)::date AS day, coalesce(f.action_class, '')::text AS action_class,
+       coalesce(f.tool, '')::text AS tool, coalesce(f.open, false)::boolean AS open, coalesce(f.refused, false)::boolean AS refused,
+       coalesce(f.edited, false)::boolean AS edited, coalesce(f.decided, false)::boolean AS decided, coalesce(f.decision_bucket, 0)::int AS decision_bucket,
+       (m.counted_id IS NOT NULL)::boolean AS counted, coalesce(m.counted_day, (m.created_at AT TIME ZONE 'UTC')::date)::date AS counted_day,
+       coalesce(m.counted_class, '')::text AS counted_class, coalesce(m.counted_tool, '')::text AS counted_tool,
+       coalesce(m.counted_refused, false)::boolean AS counted_refused, coalesce(m.counted_edited, false)::boolean AS counted_edited,
+       coalesce(m.counted_decided, false)::boolean AS counted_decided, coalesce(m.counted_bucket, 0)::int AS counted_bucket
+FROM m
+LEFT JOIN LATERAL (SELECT id, workspace_id, day, action_class, tool, open, refused, edited, decided, decision_bucket FROM proposal_call_facts pf WHERE pf.id = m.proposal_id LIMIT 1) f ON true
+ORDER BY m.id
+`
+
+type CallEventsParams struct {
+	After       int64
+	Upto        int64
+	WorkspaceID uuid.NullUUID
+}
+
+type CallEventsRow struct {
+	ID             int64
+	WorkspaceID    uuid.UUID
+	Action         string
+	CreatedAt      time.Time
+	DataClass      string
+	DataTool       string
+	Warning        bool
+	ProposalID     uuid.UUID
+	Found          bool
+	Day            pgtype.Date
+	ActionClass    string
+	Tool           string
+	Open           bool
+	Refused        bool
+	Edited         bool
+	Decided        bool
+	DecisionBucket int32
+	Counted        bool
+	CountedDay     pgtype.Date
+	CountedClass   string
+	CountedTool    string
+	CountedRefused bool
+	CountedEdited  bool
+	CountedDecided bool
+	CountedBucket  int32
+}
+
+// The audit rows with ids in (after, upto] (of a workspace, or of all)
+// that change a count: a call created, a call refused at the gate, and
+// anything about a call that call_days_open counts as not finished. Each
+// comes with the call as it is now (found: it still exists) and as it
+// was counted (counted: it is in call_days_open).
+// The call as it is now, by its key.
+func (q *Queries) CallEvents(ctx context.Context, arg CallEventsParams) ([]CallEventsRow, error) {
+	rows, err := q.db.Query(ctx, callEvents, arg.After, arg.Upto, arg.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CallEventsRow{}
+	for rows.Next() {
+		var i CallEventsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.Action,
+			&i.CreatedAt,
+			&i.DataClass,
+			&i.DataTool,
+			&i.Warning,
+			&i.ProposalID,
+			&i.Found,
+			&i.Day,
+			&i.ActionClass,
+			&i.Tool,
+			&i.Open,
+			&i.Refused,
+			&i.Edited,
+			&i.Decided,
+			&i.DecisionBucket,
+			&i.Counted,
+			&i.CountedDay,
+			&i.CountedClass,
+			&i.CountedTool,
+			&i.CountedRefused,
+			&i.CountedEdited,
+			&i.CountedDecided,
+			&i.CountedBucket,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const deleteOpenCalls = `-- name: DeleteOpenCalls :exec
+DELETE FROM call_days_open WHERE proposal_id = ANY ($1::uuid[])
+`
+
+func (q *Queries) DeleteOpenCalls(ctx context.Context, proposalIds []uuid.UUID) error {
+	_, err := q.db.Exec(ctx, deleteOpenCalls, proposalIds)
+	return err
+}
+
+const intentCalls = `-- name: IntentCalls :many
+WITH RECURSIVE owners AS (
+    (SELECT p.owner_id FROM proposals p WHERE p.workspace_id = $2 ORDER BY p.owner_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT p.owner_id FROM proposals p WHERE p.workspace_id = $2 AND p.owner_id > o.owner_id ORDER BY p.owner_id LIMIT 1)
+    FROM owners o WHERE o.owner_id IS NOT NULL
+), calls AS (
+    SELECT c.call_id, c.tool, c.action_class, c.rationale, c.status, c.edited, c.created_at FROM owners o CROSS JOIN LATERAL (
+        SELECT p.id::text AS call_id, p.tool::text AS tool, coalesce(p.action_class, '')::text AS action_class, p.rationale::text AS rationale,
+               p.status::text AS status, (p.applied_arguments IS NOT NULL)::boolean AS edited, p.created_at
+        FROM proposals p
+        WHERE p.workspace_id = $2 AND p.owner_id = o.owner_id AND p.created_at >= $3 AND p.created_at < $4
+        ORDER BY p.created_at DESC
+        LIMIT $1::int
+    ) c
+    WHERE o.owner_id IS NOT NULL
+    UNION ALL
+    SELECT r.call_id, r.tool, r.action_class, r.rationale, r.status, r.edited, r.created_at FROM (
+        SELECT a.id::text AS call_id, coalesce(a.data->>'tool', '')::text AS tool, coalesce(a.data->>'action_class', '')::text AS action_class,
+               coalesce(a.data->>'rationale', '')::text AS rationale, 'refused'::text AS status, false AS edited, a.created_at
+        FROM audit_events a
+        WHERE a.workspace_id = $2 AND a.action = 'proposal.refused' AND a.created_at >= $3 AND a.created_at < $4
+        ORDER BY a.created_at DESC
+        LIMIT $1::int
+    ) r
+)
+SELECT call_id, tool, action_class, rationale, status, edited, created_at
+FROM calls
+ORDER BY created_at DESC
+LIMIT $1::int
+`
+
+type IntentCallsParams struct {
 	MaxRows     int32
 	WorkspaceID uuid.UUID
 	Since       time.Time
 	Until       time.Time
-	Q           string
 }
 
-type SearchIntentRow struct {
+type IntentCallsRow struct {
 	CallID      string
 	Tool        string
 	ActionClass string
@@ -134,24 +388,25 @@ type SearchIntentRow struct {
 	CreatedAt   time.Time
 }
 
-// Calls' rationales in a period, newest first: proposals, and refused
-// calls (which leave only an audit row); q is websearch syntax over the
-// rationale's words (” matches every call).
-func (q *Queries) SearchIntent(ctx context.Context, arg SearchIntentParams) ([]SearchIntentRow, error) {
-	rows, err := q.db.Query(ctx, searchIntent,
+// A period's latest calls, newest first: the newest max_rows calls of each
+// owner (proposals_owner_time_idx; the owners found by skipping through
+// the same index) and of the calls refused at the gate
+// (audit_events_refused_idx), merged: a bounded read however many calls
+// the period holds.
+func (q *Queries) IntentCalls(ctx context.Context, arg IntentCallsParams) ([]IntentCallsRow, error) {
+	rows, err := q.db.Query(ctx, intentCalls,
 		arg.MaxRows,
 		arg.WorkspaceID,
 		arg.Since,
 		arg.Until,
-		arg.Q,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []SearchIntentRow{}
+	items := []IntentCallsRow{}
 	for rows.Next() {
-		var i SearchIntentRow
+		var i IntentCallsRow
 		if err := rows.Scan(
 			&i.CallID,
 			&i.Tool,
@@ -169,4 +424,237 @@ func (q *Queries) SearchIntent(ctx context.Context, arg SearchIntentParams) ([]S
 		return nil, err
 	}
 	return items, nil
+}
+
+const intentWordMatches = `-- name: IntentWordMatches :many
+WITH RECURSIVE owners AS (
+    (SELECT p.owner_id FROM proposals p WHERE p.workspace_id = $2 ORDER BY p.owner_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT p.owner_id FROM proposals p WHERE p.workspace_id = $2 AND p.owner_id > o.owner_id ORDER BY p.owner_id LIMIT 1)
+    FROM owners o WHERE o.owner_id IS NOT NULL
+), calls AS (
+    SELECT o.owner_id::text AS source, c.call_id, c.tool, c.action_class, c.rationale, c.status, c.refused, c.edited, c.created_at
+    FROM owners o CROSS JOIN LATERAL (
+        SELECT p.id::text AS call_id, p.tool::text AS tool, coalesce(p.action_class, '')::text AS action_class, p.rationale::text AS rationale,
+               p.status::text AS status, (p.status IN ('rejected', 'failed'))::boolean AS refused, (p.applied_arguments IS NOT NULL)::boolean AS edited,
+               p.created_at
+        FROM proposals p
+        WHERE p.workspace_id = $2 AND p.owner_id = o.owner_id AND p.created_at >= $3 AND p.created_at < $4
+        ORDER BY p.created_at DESC
+        LIMIT $5::int
+    ) c
+    WHERE o.owner_id IS NOT NULL
+    UNION ALL
+    SELECT 'gate', r.call_id, r.tool, r.action_class, r.rationale, r.status, r.refused, r.edited, r.created_at FROM (
+        SELECT a.id::text AS call_id, coalesce(a.data->>'tool', '')::text AS tool, coalesce(a.data->>'action_class', '')::text AS action_class,
+               coalesce(a.data->>'rationale', '')::text AS rationale, 'refused'::text AS status, true AS refused, false AS edited, a.created_at
+        FROM audit_events a
+        WHERE a.workspace_id = $2 AND a.action = 'proposal.refused' AND a.created_at >= $3 AND a.created_at < $4
+        ORDER BY a.created_at DESC
+        LIMIT $5::int
+    ) r
+), matched AS (
+    SELECT c.call_id, c.tool, c.action_class, c.rationale, c.status, c.refused, c.edited, c.created_at,
+           row_number() OVER (ORDER BY c.created_at DESC, c.call_id) AS rank
+    FROM calls c
+    WHERE to_tsvector('simple', c.rationale) @@ websearch_to_tsquery('simple', $6::text)
+)
+SELECT coalesce(m.call_id, '')::text AS call_id, coalesce(m.tool, '')::text AS tool, coalesce(m.action_class, '')::text AS action_class,
+       (CASE WHEN m.rank <= $1::int THEN m.rationale ELSE '' END)::text AS rationale, coalesce(m.status, '')::text AS status,
+       coalesce(m.refused, false)::boolean AS refused, coalesce(m.edited, false)::boolean AS edited,
+       coalesce(m.created_at, now())::timestamptz AS created_at, s.fullest::int AS fullest
+FROM (SELECT coalesce(max(n), 0) AS fullest FROM (SELECT count(*) AS n FROM calls GROUP BY source) x) s
+LEFT JOIN matched m ON true
+ORDER BY m.rank
+`
+
+type IntentWordMatchesParams struct {
+	Listed      int32
+	WorkspaceID uuid.UUID
+	Since       time.Time
+	Until       time.Time
+	PerSource   int32
+	Q           string
+}
+
+type IntentWordMatchesRow struct {
+	CallID      string
+	Tool        string
+	ActionClass string
+	Rationale   string
+	Status      string
+	Refused     bool
+	Edited      bool
+	CreatedAt   time.Time
+	Fullest     int32
+}
+
+// A period's calls whose rationale matches q (websearch syntax), among the
+// newest per_source calls of each owner and of the calls refused at the
+// gate (read as IntentCalls reads them): full-text matching has no order,
+// so a search for words reads a bounded number of the latest calls. Every
+// match, newest first, with its rationale only among the first listed;
+// fullest is the most calls read from one source (an owner, or the gate):
+// when it is per_source, older calls of the period were not read. One row
+// at least (no call_id when nothing matches).
+func (q *Queries) IntentWordMatches(ctx context.Context, arg IntentWordMatchesParams) ([]IntentWordMatchesRow, error) {
+	rows, err := q.db.Query(ctx, intentWordMatches,
+		arg.Listed,
+		arg.WorkspaceID,
+		arg.Since,
+		arg.Until,
+		arg.PerSource,
+		arg.Q,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []IntentWordMatchesRow{}
+	for rows.Next() {
+		var i IntentWordMatchesRow
+		if err := rows.Scan(
+			&i.CallID,
+			&i.Tool,
+			&i.ActionClass,
+			&i.Rationale,
+			&i.Status,
+			&i.Refused,
+			&i.Edited,
+			&i.CreatedAt,
+			&i.Fullest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const openCallsAfter = `-- name: OpenCallsAfter :many
+SELECT o.proposal_id, o.workspace_id, o.day, o.action_class, o.tool, o.refused, o.edited, o.decided, o.decision_bucket,
+       (f.id IS NOT NULL)::boolean AS found, coalesce(f.open, false)::boolean AS now_open, coalesce(f.refused, false)::boolean AS now_refused,
+       coalesce(f.edited, false)::boolean AS now_edited, coalesce(f.decided, false)::boolean AS now_decided,
+       coalesce(f.decision_bucket, 0)::int AS now_bucket
+FROM call_days_open o
+LEFT JOIN LATERAL (SELECT id, workspace_id, day, action_class, tool, open, refused, edited, decided, decision_bucket FROM proposal_call_facts pf WHERE pf.id = o.proposal_id LIMIT 1) f ON true
+WHERE o.proposal_id > $1
+ORDER BY o.proposal_id
+LIMIT $2::int
+`
+
+type OpenCallsAfterParams struct {
+	After   uuid.UUID
+	MaxRows int32
+}
+
+type OpenCallsAfterRow struct {
+	ProposalID     uuid.UUID
+	WorkspaceID    uuid.UUID
+	Day            pgtype.Date
+	ActionClass    string
+	Tool           string
+	Refused        bool
+	Edited         bool
+	Decided        bool
+	DecisionBucket int32
+	Found          bool
+	NowOpen        bool
+	NowRefused     bool
+	NowEdited      bool
+	NowDecided     bool
+	NowBucket      int32
+}
+
+// The roll-up's sweep: calls counted as not finished, a page at a time,
+// with the call as it is now (found: it still exists).
+func (q *Queries) OpenCallsAfter(ctx context.Context, arg OpenCallsAfterParams) ([]OpenCallsAfterRow, error) {
+	rows, err := q.db.Query(ctx, openCallsAfter, arg.After, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OpenCallsAfterRow{}
+	for rows.Next() {
+		var i OpenCallsAfterRow
+		if err := rows.Scan(
+			&i.ProposalID,
+			&i.WorkspaceID,
+			&i.Day,
+			&i.ActionClass,
+			&i.Tool,
+			&i.Refused,
+			&i.Edited,
+			&i.Decided,
+			&i.DecisionBucket,
+			&i.Found,
+			&i.NowOpen,
+			&i.NowRefused,
+			&i.NowEdited,
+			&i.NowDecided,
+			&i.NowBucket,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const putOpenCalls = `-- name: PutOpenCalls :exec
+INSERT INTO call_days_open (proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket)
+SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::date[]),
+       unnest($4::text[]), unnest($5::text[]), unnest($6::boolean[]),
+       unnest($7::boolean[]), unnest($8::boolean[]), unnest($9::int[])
+ON CONFLICT (proposal_id) DO UPDATE
+    SET refused = EXCLUDED.refused, edited = EXCLUDED.edited, decided = EXCLUDED.decided, decision_bucket = EXCLUDED.decision_bucket
+`
+
+type PutOpenCallsParams struct {
+	ProposalIds  []uuid.UUID
+	WorkspaceIds []uuid.UUID
+	Days         []pgtype.Date
+	Classes      []string
+	Tools        []string
+	Refused      []bool
+	Edited       []bool
+	Decided      []bool
+	Buckets      []int32
+}
+
+// Remembers what was counted for calls not finished yet.
+func (q *Queries) PutOpenCalls(ctx context.Context, arg PutOpenCallsParams) error {
+	_, err := q.db.Exec(ctx, putOpenCalls,
+		arg.ProposalIds,
+		arg.WorkspaceIds,
+		arg.Days,
+		arg.Classes,
+		arg.Tools,
+		arg.Refused,
+		arg.Edited,
+		arg.Decided,
+		arg.Buckets,
+	)
+	return err
+}
+
+const setPagePlanning = `-- name: SetPagePlanning :exec
+SELECT set_config('jit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)
+`
+
+// For the rest of a page's transaction. Its statements read a bounded
+// number of rows, through the indexes their generic plans use (the plan
+// tests check them), so: no JIT (a LATERAL over owners is estimated high
+// enough to be compiled, which costs tens of milliseconds and saves
+// nothing), and the generic plan at once (planning the tail's statement
+// for its values again at each read costs more than running it).
+func (q *Queries) SetPagePlanning(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, setPagePlanning)
+	return err
 }

@@ -61,125 +61,105 @@ func (q *Queries) CountEvidenceForProposal(ctx context.Context, arg CountEvidenc
 	return count, err
 }
 
-const countEvidenceLabels = `-- name: CountEvidenceLabels :many
-SELECT action_class, label, count(*)::int AS n
-FROM evidence
-WHERE workspace_id = $1 AND action_class = ANY ($2::text[])
-GROUP BY action_class, label
+const evidenceBatchEnd = `-- name: EvidenceBatchEnd :one
+SELECT coalesce((SELECT e.id FROM evidence e WHERE e.id > $1 AND e.id <= $2 ORDER BY e.id OFFSET $3::int - 1 LIMIT 1),
+                $2)::bigint
 `
 
-type CountEvidenceLabelsParams struct {
-	WorkspaceID uuid.UUID
-	Classes     []string
+type EvidenceBatchEndParams struct {
+	After   int64
+	Upto    int64
+	MaxRows int32
 }
 
-type CountEvidenceLabelsRow struct {
-	ActionClass string
-	Label       string
-	N           int32
+// Where a batch of the roll-up ends: the id of the max_rows-th row after
+// after (or upto when there are fewer).
+func (q *Queries) EvidenceBatchEnd(ctx context.Context, arg EvidenceBatchEndParams) (int64, error) {
+	row := q.db.QueryRow(ctx, evidenceBatchEnd, arg.After, arg.Upto, arg.MaxRows)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
-// How often each label was given to the classes, in a workspace: what a
-// graduation hint says ("24 approvals, 0 rejections").
-func (q *Queries) CountEvidenceLabels(ctx context.Context, arg CountEvidenceLabelsParams) ([]CountEvidenceLabelsRow, error) {
-	rows, err := q.db.Query(ctx, countEvidenceLabels, arg.WorkspaceID, arg.Classes)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []CountEvidenceLabelsRow{}
-	for rows.Next() {
-		var i CountEvidenceLabelsRow
-		if err := rows.Scan(&i.ActionClass, &i.Label, &i.N); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const decisionTimes = `-- name: DecisionTimes :many
-SELECT action_class::text AS action_class,
-       count(*) AS decisions,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM coalesce(claimed_at, resolved_at) - created_at))::float8 AS median_seconds
-FROM proposals
-WHERE workspace_id = $1 AND action_class IS NOT NULL AND resolved_by_user_id IS NOT NULL
-  AND (apply_path IN ('human', 'approval') OR status = 'rejected')
-  AND coalesce(claimed_at, resolved_at) IS NOT NULL
-  AND created_at >= $2
-GROUP BY action_class
+const evidenceHead = `-- name: EvidenceHead :one
+SELECT coalesce(max(id), 0)::bigint FROM evidence
 `
 
-type DecisionTimesParams struct {
-	WorkspaceID uuid.UUID
-	Since       time.Time
+// The largest evidence id visible: the roll-up's next watermark.
+func (q *Queries) EvidenceHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, evidenceHead)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
-type DecisionTimesRow struct {
-	ActionClass   string
-	Decisions     int64
-	MedianSeconds float64
-}
-
-// How long calls a person decided waited, per class, since a time: from
-// the proposal to the person's decision (the claim of an owner's or an
-// approver's apply, or the rejection).
-func (q *Queries) DecisionTimes(ctx context.Context, arg DecisionTimesParams) ([]DecisionTimesRow, error) {
-	rows, err := q.db.Query(ctx, decisionTimes, arg.WorkspaceID, arg.Since)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []DecisionTimesRow{}
-	for rows.Next() {
-		var i DecisionTimesRow
-		if err := rows.Scan(&i.ActionClass, &i.Decisions, &i.MedianSeconds); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const evidenceTallies = `-- name: EvidenceTallies :many
+const evidenceTotals = `-- name: EvidenceTotals :many
+WITH tail AS (
+    SELECT c.id, c.workspace_id, c.action_class, c.positive, c.negative, c.samples, c.judged_approvals, c.judgments, c.approvals, c.edits, c.rejections FROM evidence_contributions c
+    WHERE c.workspace_id = $1 AND c.id > (SELECT f.folded_to FROM rollup_feeds f WHERE f.feed = 'evidence')
+    ORDER BY c.id
+    LIMIT $2::int
+), parts AS (
+    SELECT t.action_class, t.positive, t.negative, t.samples, t.rows, t.judged_approvals, t.judgments, t.approvals, t.edits, t.rejections
+    FROM evidence_totals t WHERE t.workspace_id = $1
+    UNION ALL
+    SELECT action_class, positive, negative, samples, 1, judged_approvals, judgments, approvals, edits, rejections FROM tail
+)
 SELECT action_class,
-       coalesce(sum(weight) FILTER (WHERE weight > 0), 0)::float8  AS positive,
-       coalesce(sum(-weight) FILTER (WHERE weight < 0), 0)::float8 AS negative,
-       count(*) FILTER (WHERE weight <> 0)                         AS samples
-FROM evidence
-WHERE workspace_id = $1
+       sum(positive)::float8 AS positive, sum(negative)::float8 AS negative, sum(samples)::bigint AS samples, sum(rows)::bigint AS rows,
+       sum(judged_approvals)::bigint AS judged_approvals, sum(judgments)::bigint AS judgments,
+       sum(approvals)::bigint AS approvals, sum(edits)::bigint AS edits, sum(rejections)::bigint AS rejections,
+       (SELECT count(*) FROM tail)::int AS tail_rows
+FROM parts
 GROUP BY action_class
 ORDER BY action_class
 `
 
-type EvidenceTalliesRow struct {
-	ActionClass string
-	Positive    float64
-	Negative    float64
-	Samples     int64
+type EvidenceTotalsParams struct {
+	WorkspaceID uuid.UUID
+	TailCap     int32
 }
 
-// Each class's evidence summed: the posterior's update.
-func (q *Queries) EvidenceTallies(ctx context.Context, workspaceID uuid.UUID) ([]EvidenceTalliesRow, error) {
-	rows, err := q.db.Query(ctx, evidenceTallies, workspaceID)
+type EvidenceTotalsRow struct {
+	ActionClass     string
+	Positive        float64
+	Negative        float64
+	Samples         int64
+	Rows            int64
+	JudgedApprovals int64
+	Judgments       int64
+	Approvals       int64
+	Edits           int64
+	Rejections      int64
+	TailRows        int32
+}
+
+// Each class's evidence summed, for the posterior, the approval rate and
+// the graduation hints: the roll-up's totals plus the rows it has not
+// folded yet (at most tail_cap of them; tail_rows says how many were
+// read), in one snapshot. The sums are numeric: the same whatever order
+// the rows were added in.
+func (q *Queries) EvidenceTotals(ctx context.Context, arg EvidenceTotalsParams) ([]EvidenceTotalsRow, error) {
+	rows, err := q.db.Query(ctx, evidenceTotals, arg.WorkspaceID, arg.TailCap)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []EvidenceTalliesRow{}
+	items := []EvidenceTotalsRow{}
 	for rows.Next() {
-		var i EvidenceTalliesRow
+		var i EvidenceTotalsRow
 		if err := rows.Scan(
 			&i.ActionClass,
 			&i.Positive,
 			&i.Negative,
 			&i.Samples,
+			&i.Rows,
+			&i.JudgedApprovals,
+			&i.Judgments,
+			&i.Approvals,
+			&i.Edits,
+			&i.Rejections,
+			&i.TailRows,
 		); err != nil {
 			return nil, err
 		}
@@ -191,37 +171,32 @@ func (q *Queries) EvidenceTallies(ctx context.Context, workspaceID uuid.UUID) ([
 	return items, nil
 }
 
-const evidenceTally = `-- name: EvidenceTally :one
-SELECT coalesce(sum(weight) FILTER (WHERE weight > 0), 0)::float8  AS positive,
-       coalesce(sum(-weight) FILTER (WHERE weight < 0), 0)::float8 AS negative,
-       count(*) FILTER (WHERE weight <> 0)                         AS samples,
-       count(*)                                                    AS rows
-FROM evidence
-WHERE workspace_id = $1 AND action_class = $2
+const foldEvidence = `-- name: FoldEvidence :execrows
+INSERT INTO evidence_totals AS t (workspace_id, action_class, positive, negative, samples, rows, judged_approvals, judgments, approvals, edits, rejections)
+SELECT c.workspace_id, c.action_class, sum(c.positive), sum(c.negative), sum(c.samples), count(*), sum(c.judged_approvals), sum(c.judgments),
+       sum(c.approvals), sum(c.edits), sum(c.rejections)
+FROM evidence_contributions c
+WHERE c.id > $1 AND c.id <= $2
+GROUP BY c.workspace_id, c.action_class
+ON CONFLICT (workspace_id, action_class) DO UPDATE
+    SET positive = t.positive + EXCLUDED.positive, negative = t.negative + EXCLUDED.negative, samples = t.samples + EXCLUDED.samples,
+        rows = t.rows + EXCLUDED.rows, judged_approvals = t.judged_approvals + EXCLUDED.judged_approvals,
+        judgments = t.judgments + EXCLUDED.judgments, approvals = t.approvals + EXCLUDED.approvals, edits = t.edits + EXCLUDED.edits,
+        rejections = t.rejections + EXCLUDED.rejections
 `
 
-type EvidenceTallyParams struct {
-	WorkspaceID uuid.UUID
-	ActionClass string
+type FoldEvidenceParams struct {
+	After int64
+	Upto  int64
 }
 
-type EvidenceTallyRow struct {
-	Positive float64
-	Negative float64
-	Samples  int64
-	Rows     int64
-}
-
-func (q *Queries) EvidenceTally(ctx context.Context, arg EvidenceTallyParams) (EvidenceTallyRow, error) {
-	row := q.db.QueryRow(ctx, evidenceTally, arg.WorkspaceID, arg.ActionClass)
-	var i EvidenceTallyRow
-	err := row.Scan(
-		&i.Positive,
-		&i.Negative,
-		&i.Samples,
-		&i.Rows,
-	)
-	return i, err
+// Adds the evidence rows with ids in (after, upto] to their classes' totals.
+func (q *Queries) FoldEvidence(ctx context.Context, arg FoldEvidenceParams) (int64, error) {
+	result, err := q.db.Exec(ctx, foldEvidence, arg.After, arg.Upto)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const getProposalActionClass = `-- name: GetProposalActionClass :one
@@ -442,56 +417,26 @@ func (q *Queries) InsertViolation(ctx context.Context, arg InsertViolationParams
 	return i, err
 }
 
-const judgmentCounts = `-- name: JudgmentCounts :many
-SELECT action_class,
-       count(*) FILTER (WHERE label IN ('approved', 'minor_edit')) AS approvals,
-       count(*)                                                    AS judgments
-FROM evidence
-WHERE workspace_id = $1 AND provenance IN ('receipt', 'principal')
-  AND label IN ('approved', 'minor_edit', 'edited', 'heavy_rewrite', 'rejected')
-GROUP BY action_class
-`
-
-type JudgmentCountsRow struct {
-	ActionClass string
-	Approvals   int64
-	Judgments   int64
-}
-
-// People's judgments per class (approved, minor_edit, edited,
-// heavy_rewrite, rejected; from receipts or the principal): the approval
-// rate's numerator and denominator.
-func (q *Queries) JudgmentCounts(ctx context.Context, workspaceID uuid.UUID) ([]JudgmentCountsRow, error) {
-	rows, err := q.db.Query(ctx, judgmentCounts, workspaceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []JudgmentCountsRow{}
-	for rows.Next() {
-		var i JudgmentCountsRow
-		if err := rows.Scan(&i.ActionClass, &i.Approvals, &i.Judgments); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const latestEvidence = `-- name: LatestEvidence :many
 SELECT e.id, e.action_class, e.label, e.provenance, e.weight, e.receipt_id, e.proposal_id, e.note, e.created_at,
        p.conversation_id, p.notebook_id
-FROM (SELECT ev.id, ev.workspace_id, ev.action_class, ev.label, ev.provenance, ev.decision_weight, ev.provenance_weight, ev.weight, ev.receipt_id, ev.proposal_id, ev.recorded_by, ev.note, ev.created_at, row_number() OVER (PARTITION BY ev.action_class ORDER BY ev.created_at DESC, ev.id DESC) AS rank
-      FROM evidence ev WHERE ev.workspace_id = $1) e
-LEFT JOIN proposals p ON p.id = e.proposal_id AND p.workspace_id = e.workspace_id
-WHERE e.rank <= $2::int
+FROM unnest($1::text[]) AS c (action_class)
+CROSS JOIN LATERAL (
+    SELECT ev.id, ev.workspace_id, ev.action_class, ev.label, ev.provenance, ev.decision_weight, ev.provenance_weight, ev.weight, ev.receipt_id, ev.proposal_id, ev.recorded_by, ev.note, ev.created_at FROM evidence ev
+    WHERE ev.workspace_id = $2 AND ev.action_class = c.action_class
+    ORDER BY ev.created_at DESC, ev.id DESC
+    LIMIT $3::int
+) e
+LEFT JOIN LATERAL (
+    SELECT pr.conversation_id, pr.notebook_id FROM proposals pr
+    WHERE pr.id = e.proposal_id AND pr.workspace_id = e.workspace_id
+    LIMIT 1 -- each by its key, never a join over every proposal
+) p ON true
 ORDER BY e.action_class, e.created_at DESC, e.id DESC
 `
 
 type LatestEvidenceParams struct {
+	Classes     []string
 	WorkspaceID uuid.UUID
 	PerClass    int32
 }
@@ -511,9 +456,10 @@ type LatestEvidenceRow struct {
 }
 
 // The latest rows of each class (at most per_class of them), newest first,
-// with the scope of the proposal they are about, for a link.
+// with the scope of the proposal they are about, for a link: per class,
+// through evidence_class_idx, however many rows the class has.
 func (q *Queries) LatestEvidence(ctx context.Context, arg LatestEvidenceParams) ([]LatestEvidenceRow, error) {
-	rows, err := q.db.Query(ctx, latestEvidence, arg.WorkspaceID, arg.PerClass)
+	rows, err := q.db.Query(ctx, latestEvidence, arg.Classes, arg.WorkspaceID, arg.PerClass)
 	if err != nil {
 		return nil, err
 	}

@@ -25,61 +25,75 @@ SELECT action_class FROM proposals WHERE id = $1 AND workspace_id = $2;
 -- A receipt of the workspace as evidence and violations refer to it.
 SELECT id, kind, action_class, proposal_id FROM receipts WHERE id = $1 AND workspace_id = $2;
 
--- name: EvidenceTallies :many
--- Each class's evidence summed: the posterior's update.
+-- name: EvidenceTotals :many
+-- Each class's evidence summed, for the posterior, the approval rate and
+-- the graduation hints: the roll-up's totals plus the rows it has not
+-- folded yet (at most tail_cap of them; tail_rows says how many were
+-- read), in one snapshot. The sums are numeric: the same whatever order
+-- the rows were added in.
+WITH tail AS (
+    SELECT c.* FROM evidence_contributions c
+    WHERE c.workspace_id = @workspace_id AND c.id > (SELECT f.folded_to FROM rollup_feeds f WHERE f.feed = 'evidence')
+    ORDER BY c.id
+    LIMIT sqlc.arg(tail_cap)::int
+), parts AS (
+    SELECT t.action_class, t.positive, t.negative, t.samples, t.rows, t.judged_approvals, t.judgments, t.approvals, t.edits, t.rejections
+    FROM evidence_totals t WHERE t.workspace_id = @workspace_id
+    UNION ALL
+    SELECT action_class, positive, negative, samples, 1, judged_approvals, judgments, approvals, edits, rejections FROM tail
+)
 SELECT action_class,
-       coalesce(sum(weight) FILTER (WHERE weight > 0), 0)::float8  AS positive,
-       coalesce(sum(-weight) FILTER (WHERE weight < 0), 0)::float8 AS negative,
-       count(*) FILTER (WHERE weight <> 0)                         AS samples
-FROM evidence
-WHERE workspace_id = $1
+       sum(positive)::float8 AS positive, sum(negative)::float8 AS negative, sum(samples)::bigint AS samples, sum(rows)::bigint AS rows,
+       sum(judged_approvals)::bigint AS judged_approvals, sum(judgments)::bigint AS judgments,
+       sum(approvals)::bigint AS approvals, sum(edits)::bigint AS edits, sum(rejections)::bigint AS rejections,
+       (SELECT count(*) FROM tail)::int AS tail_rows
+FROM parts
 GROUP BY action_class
 ORDER BY action_class;
 
--- name: EvidenceTally :one
-SELECT coalesce(sum(weight) FILTER (WHERE weight > 0), 0)::float8  AS positive,
-       coalesce(sum(-weight) FILTER (WHERE weight < 0), 0)::float8 AS negative,
-       count(*) FILTER (WHERE weight <> 0)                         AS samples,
-       count(*)                                                    AS rows
-FROM evidence
-WHERE workspace_id = $1 AND action_class = $2;
-
 -- name: LatestEvidence :many
 -- The latest rows of each class (at most per_class of them), newest first,
--- with the scope of the proposal they are about, for a link.
+-- with the scope of the proposal they are about, for a link: per class,
+-- through evidence_class_idx, however many rows the class has.
 SELECT e.id, e.action_class, e.label, e.provenance, e.weight, e.receipt_id, e.proposal_id, e.note, e.created_at,
        p.conversation_id, p.notebook_id
-FROM (SELECT ev.*, row_number() OVER (PARTITION BY ev.action_class ORDER BY ev.created_at DESC, ev.id DESC) AS rank
-      FROM evidence ev WHERE ev.workspace_id = $1) e
-LEFT JOIN proposals p ON p.id = e.proposal_id AND p.workspace_id = e.workspace_id
-WHERE e.rank <= sqlc.arg(per_class)::int
+FROM unnest(sqlc.arg(classes)::text[]) AS c (action_class)
+CROSS JOIN LATERAL (
+    SELECT ev.* FROM evidence ev
+    WHERE ev.workspace_id = @workspace_id AND ev.action_class = c.action_class
+    ORDER BY ev.created_at DESC, ev.id DESC
+    LIMIT sqlc.arg(per_class)::int
+) e
+LEFT JOIN LATERAL (
+    SELECT pr.conversation_id, pr.notebook_id FROM proposals pr
+    WHERE pr.id = e.proposal_id AND pr.workspace_id = e.workspace_id
+    LIMIT 1 -- each by its key, never a join over every proposal
+) p ON true
 ORDER BY e.action_class, e.created_at DESC, e.id DESC;
 
--- name: JudgmentCounts :many
--- People's judgments per class (approved, minor_edit, edited,
--- heavy_rewrite, rejected; from receipts or the principal): the approval
--- rate's numerator and denominator.
-SELECT action_class,
-       count(*) FILTER (WHERE label IN ('approved', 'minor_edit')) AS approvals,
-       count(*)                                                    AS judgments
-FROM evidence
-WHERE workspace_id = $1 AND provenance IN ('receipt', 'principal')
-  AND label IN ('approved', 'minor_edit', 'edited', 'heavy_rewrite', 'rejected')
-GROUP BY action_class;
+-- name: EvidenceHead :one
+-- The largest evidence id visible: the roll-up's next watermark.
+SELECT coalesce(max(id), 0)::bigint FROM evidence;
 
--- name: DecisionTimes :many
--- How long calls a person decided waited, per class, since a time: from
--- the proposal to the person's decision (the claim of an owner's or an
--- approver's apply, or the rejection).
-SELECT action_class::text AS action_class,
-       count(*) AS decisions,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM coalesce(claimed_at, resolved_at) - created_at))::float8 AS median_seconds
-FROM proposals
-WHERE workspace_id = $1 AND action_class IS NOT NULL AND resolved_by_user_id IS NOT NULL
-  AND (apply_path IN ('human', 'approval') OR status = 'rejected')
-  AND coalesce(claimed_at, resolved_at) IS NOT NULL
-  AND created_at >= sqlc.arg(since)
-GROUP BY action_class;
+-- name: EvidenceBatchEnd :one
+-- Where a batch of the roll-up ends: the id of the max_rows-th row after
+-- after (or upto when there are fewer).
+SELECT coalesce((SELECT e.id FROM evidence e WHERE e.id > @after AND e.id <= @upto ORDER BY e.id OFFSET sqlc.arg(max_rows)::int - 1 LIMIT 1),
+                @upto)::bigint;
+
+-- name: FoldEvidence :execrows
+-- Adds the evidence rows with ids in (after, upto] to their classes' totals.
+INSERT INTO evidence_totals AS t (workspace_id, action_class, positive, negative, samples, rows, judged_approvals, judgments, approvals, edits, rejections)
+SELECT c.workspace_id, c.action_class, sum(c.positive), sum(c.negative), sum(c.samples), count(*), sum(c.judged_approvals), sum(c.judgments),
+       sum(c.approvals), sum(c.edits), sum(c.rejections)
+FROM evidence_contributions c
+WHERE c.id > @after AND c.id <= @upto
+GROUP BY c.workspace_id, c.action_class
+ON CONFLICT (workspace_id, action_class) DO UPDATE
+    SET positive = t.positive + EXCLUDED.positive, negative = t.negative + EXCLUDED.negative, samples = t.samples + EXCLUDED.samples,
+        rows = t.rows + EXCLUDED.rows, judged_approvals = t.judged_approvals + EXCLUDED.judged_approvals,
+        judgments = t.judgments + EXCLUDED.judgments, approvals = t.approvals + EXCLUDED.approvals, edits = t.edits + EXCLUDED.edits,
+        rejections = t.rejections + EXCLUDED.rejections;
 
 -- name: InsertViolation :one
 INSERT INTO trust_violations (workspace_id, action_class, receipt_id, category, reason, flagged_by)
@@ -125,11 +139,3 @@ RETURNING *;
 
 -- name: GetTrustThreshold :one
 SELECT * FROM trust_thresholds WHERE workspace_id = $1 AND action_class = $2;
-
--- name: CountEvidenceLabels :many
--- How often each label was given to the classes, in a workspace: what a
--- graduation hint says ("24 approvals, 0 rejections").
-SELECT action_class, label, count(*)::int AS n
-FROM evidence
-WHERE workspace_id = $1 AND action_class = ANY (sqlc.arg(classes)::text[])
-GROUP BY action_class, label;

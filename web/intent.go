@@ -75,6 +75,7 @@ func (s *Server) renderIntent(c echo.Context, res intent.Result) error {
 			"total": res.Total, "rationale_warnings": res.Warned, "groups": groups, "calls": calls})
 	}
 	v := views.IntentView{Q: res.Query.Q, Since: c.QueryParam("since"), Until: c.QueryParam("until"), Total: res.Total, Warned: res.Warned,
+		Capped: res.Capped, Scanned: intent.WordScan, Updating: res.Updating,
 		Period: "from " + res.Query.Since.UTC().Format("2006-01-02 15:04") + " to " + res.Query.Until.UTC().Format("2006-01-02 15:04 UTC")}
 	for _, g := range res.Groups {
 		v.Groups = append(v.Groups, views.IntentGroup{ActionClass: g.ActionClass, Tool: g.Tool, Calls: g.Calls, Refused: g.Refused, Edited: g.Edited,

@@ -194,7 +194,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	go s.sequence(s.bg, cfg.SequenceEvery)
 	go s.verifyChains(s.bg, time.Second)
 	s.rolledUp = make(chan struct{})
-	go func() { defer close(s.rolledUp); rollup.Run(s.bg, s.log, time.Second, s.rollUps()...) }()
+	go func() { defer close(s.rolledUp); rollup.Run(s.bg, s.log, 250*time.Millisecond, s.rollUps()...) }()
 	go s.listen(s.bg)
 	go func() { defer close(s.flushed); s.bus.Run(s.bg) }()
 	return s, nil

@@ -141,7 +141,7 @@ var thresholdSource = map[string]string{
 
 // toTrustView turns the overview into the page's view model.
 func toTrustView(o trust.Overview, p auth.Principal, now time.Time) views.TrustView {
-	v := views.TrustView{Quiet: o.Quiet}
+	v := views.TrustView{Quiet: o.Quiet, Updating: o.Updating}
 	for _, co := range o.Classes {
 		post := co.Posterior
 		cl := views.TrustClass{

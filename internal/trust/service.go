@@ -20,6 +20,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/intent"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 )
@@ -439,7 +440,11 @@ var ErrViolationNotFound = apperr.Errorf(apperr.ENOTFOUND, "No violation of this
 // Violations lists the workspace's violations, newest first (at most 200),
 // only the open ones when openOnly.
 func (s *Service) Violations(ctx context.Context, p auth.Principal, openOnly bool) ([]Violation, error) {
-	rows, err := s.q.ListViolations(ctx, db.ListViolationsParams{WorkspaceID: p.WorkspaceID, OpenOnly: openOnly, MaxRows: maxViolations})
+	return s.violations(ctx, s.q, p, openOnly)
+}
+
+func (s *Service) violations(ctx context.Context, q *db.Queries, p auth.Principal, openOnly bool) ([]Violation, error) {
+	rows, err := q.ListViolations(ctx, db.ListViolationsParams{WorkspaceID: p.WorkspaceID, OpenOnly: openOnly, MaxRows: maxViolations})
 	if err != nil {
 		return nil, fmt.Errorf("trust: list violations: %w", err)
 	}
@@ -477,10 +482,11 @@ func (s *Service) Posterior(ctx context.Context, p auth.Principal, class string)
 // posterior reads one class's posterior, and whether the class has any
 // evidence or an open violation.
 func (s *Service) posterior(ctx context.Context, q *db.Queries, ws uuid.UUID, class string) (Posterior, bool, error) {
-	t, err := q.EvidenceTally(ctx, db.EvidenceTallyParams{WorkspaceID: ws, ActionClass: class})
+	totals, _, err := evidenceTotals(ctx, q, ws)
 	if err != nil {
-		return Posterior{}, false, fmt.Errorf("trust: tally %s: %w", class, err)
+		return Posterior{}, false, err
 	}
+	t := totals[class]
 	open, err := HasOpenViolation(ctx, q, ws, class)
 	if err != nil {
 		return Posterior{}, false, err
@@ -493,14 +499,14 @@ func (s *Service) posterior(ctx context.Context, q *db.Queries, ws uuid.UUID, cl
 	case !errors.Is(err, pgx.ErrNoRows):
 		return Posterior{}, false, fmt.Errorf("trust: read threshold %s: %w", class, err)
 	}
-	post := ComputePosterior(class, Tally{Positive: t.Positive, Negative: t.Negative, Samples: int(t.Samples)}, ThresholdFor(class, override), open)
+	post := ComputePosterior(class, t.tally(), ThresholdFor(class, override), open)
 	return post, t.Rows > 0 || open, nil
 }
 
 // Posteriors is the posterior of every class: each the registry knows and
 // each with evidence, sorted by name.
 func (s *Service) Posteriors(ctx context.Context, p auth.Principal) ([]Posterior, error) {
-	st, err := s.state(ctx, p.WorkspaceID)
+	st, err := s.state(ctx, s.q, p.WorkspaceID)
 	if err != nil {
 		return nil, err
 	}
@@ -514,10 +520,11 @@ func (s *Service) Posteriors(ctx context.Context, p auth.Principal) ([]Posterior
 // workspaceState is what every class's posterior is computed from.
 type workspaceState struct {
 	classes    []string
-	tallies    map[string]Tally
-	evidence   map[string]bool
+	totals     map[string]classTotals
 	open       map[string]bool
 	thresholds map[string]Threshold
+	// updating: the evidence roll-up is behind (evidenceTotals).
+	updating bool
 }
 
 func (st workspaceState) posterior(class string) Posterior {
@@ -525,31 +532,41 @@ func (st workspaceState) posterior(class string) Posterior {
 	if th, ok := st.thresholds[class]; ok {
 		override = &th
 	}
-	return ComputePosterior(class, st.tallies[class], ThresholdFor(class, override), st.open[class])
+	return ComputePosterior(class, st.totals[class].tally(), ThresholdFor(class, override), st.open[class])
 }
 
-func (s *Service) state(ctx context.Context, ws uuid.UUID) (workspaceState, error) {
-	st := workspaceState{tallies: map[string]Tally{}, evidence: map[string]bool{}, open: map[string]bool{}, thresholds: map[string]Threshold{}}
+// evidenced are the classes with evidence, sorted.
+func (st workspaceState) evidenced() []string {
+	var out []string
+	for _, c := range st.classes {
+		if st.totals[c].Rows > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *Service) state(ctx context.Context, q *db.Queries, ws uuid.UUID) (workspaceState, error) {
+	st := workspaceState{open: map[string]bool{}, thresholds: map[string]Threshold{}}
 	all := map[string]bool{}
 	for _, c := range s.classes.Classes() {
 		all[c] = true
 	}
-	tallies, err := s.q.EvidenceTallies(ctx, ws)
-	if err != nil {
-		return st, fmt.Errorf("trust: tallies: %w", err)
+	var err error
+	if st.totals, st.updating, err = evidenceTotals(ctx, q, ws); err != nil {
+		return st, err
 	}
-	for _, t := range tallies {
-		st.tallies[t.ActionClass] = Tally{Positive: t.Positive, Negative: t.Negative, Samples: int(t.Samples)}
-		st.evidence[t.ActionClass], all[t.ActionClass] = true, true
+	for c := range st.totals {
+		all[c] = true
 	}
-	open, err := s.q.OpenViolationClasses(ctx, ws)
+	open, err := q.OpenViolationClasses(ctx, ws)
 	if err != nil {
 		return st, fmt.Errorf("trust: open violations: %w", err)
 	}
 	for _, c := range open {
 		st.open[c], all[c] = true, true
 	}
-	ths, err := s.q.ListTrustThresholds(ctx, ws)
+	ths, err := q.ListTrustThresholds(ctx, ws)
 	if err != nil {
 		return st, fmt.Errorf("trust: thresholds: %w", err)
 	}
@@ -654,15 +671,30 @@ type Overview struct {
 	KnownClasses []string
 	// CanSetThresholds: the caller is an admin in person.
 	CanSetThresholds bool
+	// Updating: the roll-up is behind by more than a page reads, so the
+	// numbers miss some of the latest evidence or calls for a moment.
+	Updating bool
 }
 
-// Overview reads the /trust page for p (any user of the workspace).
+// Overview reads the /trust page for p (any user of the workspace), in
+// one snapshot: the roll-up's aggregates and the rows it has not folded
+// yet, so the page reads a bounded number of rows however long the
+// workspace's history.
 func (s *Service) Overview(ctx context.Context, p auth.Principal) (Overview, error) {
-	st, err := s.state(ctx, p.WorkspaceID)
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Overview{}, fmt.Errorf("trust: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	if err := q.SetPagePlanning(ctx); err != nil {
+		return Overview{}, fmt.Errorf("trust: %w", err)
+	}
+	st, err := s.state(ctx, q, p.WorkspaceID)
 	if err != nil {
 		return Overview{}, err
 	}
-	latest, err := s.q.LatestEvidence(ctx, db.LatestEvidenceParams{WorkspaceID: p.WorkspaceID, PerClass: LatestPerClass})
+	latest, err := q.LatestEvidence(ctx, db.LatestEvidenceParams{WorkspaceID: p.WorkspaceID, Classes: st.evidenced(), PerClass: LatestPerClass})
 	if err != nil {
 		return Overview{}, fmt.Errorf("trust: latest evidence: %w", err)
 	}
@@ -672,35 +704,25 @@ func (s *Service) Overview(ctx context.Context, p auth.Principal) (Overview, err
 			Weight: r.Weight, ReceiptID: r.ReceiptID.UUID, ProposalID: r.ProposalID.UUID, Note: r.Note.String, CreatedAt: r.CreatedAt,
 			ConversationID: r.ConversationID.UUID, NotebookID: r.NotebookID.UUID})
 	}
-	judgments, err := s.q.JudgmentCounts(ctx, p.WorkspaceID)
-	if err != nil {
-		return Overview{}, fmt.Errorf("trust: judgments: %w", err)
-	}
-	byClass := map[string]db.JudgmentCountsRow{}
-	for _, j := range judgments {
-		byClass[j.ActionClass] = j
-	}
-	times, err := s.q.DecisionTimes(ctx, db.DecisionTimesParams{WorkspaceID: p.WorkspaceID, Since: s.now().Add(-DecisionWindow)})
+	now := s.now()
+	decided, behind, err := intent.ReadDecisions(ctx, q, p.WorkspaceID, now.Add(-DecisionWindow), now.AddDate(0, 0, 1))
 	if err != nil {
 		return Overview{}, fmt.Errorf("trust: decision times: %w", err)
 	}
-	decided := map[string]db.DecisionTimesRow{}
-	for _, d := range times {
-		decided[d.ActionClass] = d
-	}
-	open, err := s.Violations(ctx, p, true)
+	open, err := s.violations(ctx, q, p, true)
 	if err != nil {
 		return Overview{}, err
 	}
-	out := Overview{OpenViolations: open, KnownClasses: s.classes.Classes(), CanSetThresholds: isPerson(p) && p.IsAdmin()}
+	out := Overview{OpenViolations: open, KnownClasses: s.classes.Classes(), CanSetThresholds: isPerson(p) && p.IsAdmin(), Updating: st.updating || behind}
 	for _, c := range st.classes {
 		_, override := st.thresholds[c]
-		if !st.evidence[c] && !st.open[c] && !override {
+		if st.totals[c].Rows == 0 && !st.open[c] && !override {
 			out.Quiet = append(out.Quiet, c)
 			continue
 		}
-		co := ClassOverview{Posterior: st.posterior(c), Evidence: rows[c], Approvals: byClass[c].Approvals, Judgments: byClass[c].Judgments,
-			Decisions: decided[c].Decisions, MedianDecision: time.Duration(decided[c].MedianSeconds * float64(time.Second))}
+		t := st.totals[c]
+		co := ClassOverview{Posterior: st.posterior(c), Evidence: rows[c], Approvals: t.JudgedApprovals, Judgments: t.Judgments,
+			Decisions: decided[c].Count, MedianDecision: time.Duration(intent.MedianSeconds(decided[c].Hist) * float64(time.Second))}
 		switch _, classDefault := classThresholds()[c]; {
 		case override:
 			co.ThresholdSource = "workspace"
@@ -733,13 +755,9 @@ func (s *Service) Hints(ctx context.Context, p auth.Principal, classes []string)
 	if len(classes) == 0 {
 		return nil, nil
 	}
-	st, err := s.state(ctx, p.WorkspaceID)
+	st, err := s.state(ctx, s.q, p.WorkspaceID)
 	if err != nil {
 		return nil, err
-	}
-	counts, err := s.q.CountEvidenceLabels(ctx, db.CountEvidenceLabelsParams{WorkspaceID: p.WorkspaceID, Classes: classes})
-	if err != nil {
-		return nil, fmt.Errorf("trust: count evidence: %w", err)
 	}
 	byClass := map[string]*Hint{}
 	for _, c := range classes {
@@ -747,21 +765,8 @@ func (s *Service) Hints(ctx context.Context, p auth.Principal, classes []string)
 		if !post.GraduationReady || post.Tier != TierReady {
 			continue
 		}
-		byClass[c] = &Hint{Posterior: post}
-	}
-	for _, r := range counts {
-		h := byClass[r.ActionClass]
-		if h == nil {
-			continue
-		}
-		switch Label(r.Label) {
-		case LabelApproved, LabelSent:
-			h.Approvals += int(r.N)
-		case LabelMinorEdit, LabelEdited, LabelHeavyRewrite:
-			h.Edits += int(r.N)
-		case LabelRejected, LabelDropped, LabelViolation:
-			h.Rejections += int(r.N)
-		}
+		t := st.totals[c]
+		byClass[c] = &Hint{Posterior: post, Approvals: int(t.Approvals), Edits: int(t.Edits), Rejections: int(t.Rejections)}
 	}
 	var out []Hint
 	for _, c := range classes {

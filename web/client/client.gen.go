@@ -2529,8 +2529,12 @@ type ClientInterface interface {
 	// Calls' rationales in a period: proposals, and calls refused at the gate
 	// (from their audit rows), searched with PostgreSQL full-text search
 	// (`to_tsvector('simple', rationale) @@ websearch_to_tsquery('simple', q)`),
-	// newest first (at most 200 listed; the counts cover every match), counted by
-	// action class and tool. Without until, now; without since, 30 days before until.
+	// newest first (at most 200 listed), counted by action class and tool. Without
+	// words, the counts cover every call of the period (read from per-day
+	// aggregates kept by a background roll-up, plus what it has not folded yet);
+	// with words, they cover the newest 5,000 calls per owner in the period (the
+	// page says when older ones were left unread). The period is whole UTC days:
+	// without until, today; without since, 30 days before until.
 	//
 	// Corresponds with GET /admin/intent (the `SearchIntent` operationId).
 	SearchIntent(ctx context.Context, params *SearchIntentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3322,8 +3326,12 @@ func (c *Client) ListFeedback(ctx context.Context, params *ListFeedbackParams, r
 // Calls' rationales in a period: proposals, and calls refused at the gate
 // (from their audit rows), searched with PostgreSQL full-text search
 // (`to_tsvector('simple', rationale) @@ websearch_to_tsquery('simple', q)`),
-// newest first (at most 200 listed; the counts cover every match), counted by
-// action class and tool. Without until, now; without since, 30 days before until.
+// newest first (at most 200 listed), counted by action class and tool. Without
+// words, the counts cover every call of the period (read from per-day
+// aggregates kept by a background roll-up, plus what it has not folded yet);
+// with words, they cover the newest 5,000 calls per owner in the period (the
+// page says when older ones were left unread). The period is whole UTC days:
+// without until, today; without since, 30 days before until.
 //
 // Corresponds with GET /admin/intent (the `SearchIntent` operationId).
 func (c *Client) SearchIntent(ctx context.Context, params *SearchIntentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6828,8 +6836,12 @@ type ClientWithResponsesInterface interface {
 	// Calls' rationales in a period: proposals, and calls refused at the gate
 	// (from their audit rows), searched with PostgreSQL full-text search
 	// (`to_tsvector('simple', rationale) @@ websearch_to_tsquery('simple', q)`),
-	// newest first (at most 200 listed; the counts cover every match), counted by
-	// action class and tool. Without until, now; without since, 30 days before until.
+	// newest first (at most 200 listed), counted by action class and tool. Without
+	// words, the counts cover every call of the period (read from per-day
+	// aggregates kept by a background roll-up, plus what it has not folded yet);
+	// with words, they cover the newest 5,000 calls per owner in the period (the
+	// page says when older ones were left unread). The period is whole UTC days:
+	// without until, today; without since, 30 days before until.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10164,8 +10176,12 @@ func (c *ClientWithResponses) ListFeedbackWithResponse(ctx context.Context, para
 // Calls' rationales in a period: proposals, and calls refused at the gate
 // (from their audit rows), searched with PostgreSQL full-text search
 // (`to_tsvector('simple', rationale) @@ websearch_to_tsquery('simple', q)`),
-// newest first (at most 200 listed; the counts cover every match), counted by
-// action class and tool. Without until, now; without since, 30 days before until.
+// newest first (at most 200 listed), counted by action class and tool. Without
+// words, the counts cover every call of the period (read from per-day
+// aggregates kept by a background roll-up, plus what it has not folded yet);
+// with words, they cover the newest 5,000 calls per owner in the period (the
+// page says when older ones were left unread). The period is whole UTC days:
+// without until, today; without since, 30 days before until.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -1,0 +1,180 @@
+// Package rollup folds the rows of insert-ordered tables into aggregates,
+// off the call path: a table's bigint identity ids are its feed, and a
+// watermark per feed (rollup_feeds) says how far it is folded. The /trust
+// page's evidence totals (internal/trust) and the calls' days of the
+// intent view (internal/intent) are kept this way; the pages read the
+// aggregates plus the rows after the watermark, in one snapshot.
+//
+// Ids are drawn in order but committed out of order: a transaction that
+// drew id 7 may commit after the one that drew id 8. So a feed folds up to
+// an id only once it is safe: the worker notes the largest visible id and
+// the transactions writing the table at that moment (pg_locks: an insert
+// takes the table's RowExclusiveLock before it draws an id and holds it to
+// the end), and folds up to that id when every one of them has ended.
+// That holds while each backend draws ids one at a time from the
+// sequence (CACHE 1, PostgreSQL's default; a test checks it).
+package rollup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gatehouse/gatehouse/db"
+)
+
+// Feed is one table the roll-up folds. Its name is the table's and its
+// rollup_feeds row's.
+type Feed struct {
+	Name string
+	// Head is the largest id visible in the table.
+	Head func(ctx context.Context, q *db.Queries) (int64, error)
+	// Fold folds rows with ids in (after, upto] into the aggregates, in
+	// q's transaction, and returns the id it folded up to: upto, or less
+	// to stop after a batch.
+	Fold func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error)
+	// Also runs in the same transaction on every turn that holds the
+	// feed, folded or not (nil: nothing): housekeeping that must not run
+	// beside a fold.
+	Also func(ctx context.Context, q *db.Queries) error
+}
+
+// Progress is what a turn did.
+type Progress struct {
+	// Folded is how far the watermark moved (in ids).
+	Folded int64
+	// Moved: the watermark or the candidate moved (rows are coming in).
+	Moved bool
+	// More: rows that are safe to fold are left (call again now).
+	More bool
+	// Busy: another worker holds the feed.
+	Busy bool
+}
+
+// Advance takes one turn on the feed in one transaction: if the feed is
+// free, it folds the rows that are safe to fold (a batch of them) and, once
+// it has folded up to its candidate, notes the next candidate.
+func Advance(ctx context.Context, pool *pgxpool.Pool, f Feed) (Progress, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return Progress{}, fmt.Errorf("rollup: %s: begin: %w", f.Name, err)
+	}
+	defer tx.Rollback(ctx)
+	q := db.New(tx)
+	st, err := q.LockRollupFeed(ctx, f.Name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Progress{Busy: true}, nil
+	}
+	if err != nil {
+		return Progress{}, fmt.Errorf("rollup: %s: lock: %w", f.Name, err)
+	}
+	safe := st.FoldedTo
+	if st.NextTo > st.FoldedTo {
+		gone, err := q.RollupWritersGone(ctx, st.NextWriters)
+		if err != nil {
+			return Progress{}, fmt.Errorf("rollup: %s: writers: %w", f.Name, err)
+		}
+		if gone {
+			safe = st.NextTo
+		}
+	}
+	to := st.FoldedTo
+	if safe > to {
+		if to, err = f.Fold(ctx, q, st.FoldedTo, safe); err != nil {
+			return Progress{}, fmt.Errorf("rollup: %s: fold (%d, %d]: %w", f.Name, st.FoldedTo, safe, err)
+		}
+		if to <= st.FoldedTo || to > safe {
+			return Progress{}, fmt.Errorf("rollup: %s: fold (%d, %d] stopped at %d", f.Name, st.FoldedTo, safe, to)
+		}
+	}
+	if f.Also != nil {
+		if err := f.Also(ctx, q); err != nil {
+			return Progress{}, fmt.Errorf("rollup: %s: %w", f.Name, err)
+		}
+	}
+	next, writers := st.NextTo, st.NextWriters
+	if next <= to {
+		// The candidate is folded (or there was none): the next one is
+		// the largest id visible now, with the transactions writing the
+		// table after it was read.
+		head, err := f.Head(ctx, q)
+		if err != nil {
+			return Progress{}, fmt.Errorf("rollup: %s: head: %w", f.Name, err)
+		}
+		next, writers = max(head, to), nil
+		if next > to {
+			if writers, err = q.RollupWriters(ctx, f.Name); err != nil {
+				return Progress{}, fmt.Errorf("rollup: %s: writers: %w", f.Name, err)
+			}
+		}
+	}
+	moved := to != st.FoldedTo || next != st.NextTo || !slices.Equal(writers, st.NextWriters)
+	if moved {
+		if writers == nil {
+			writers = []string{}
+		}
+		if err := q.SetRollupFeed(ctx, db.SetRollupFeedParams{Feed: f.Name, FoldedTo: to, NextTo: next, NextWriters: writers}); err != nil {
+			return Progress{}, fmt.Errorf("rollup: %s: set watermark: %w", f.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Progress{}, fmt.Errorf("rollup: %s: commit: %w", f.Name, err)
+	}
+	// More now: a batch of what is safe is left, or the new candidate had
+	// no transaction writing the table, so it is safe already.
+	fresh := next > to && next != st.NextTo && len(writers) == 0
+	return Progress{Folded: to - st.FoldedTo, Moved: moved, More: to < safe || fresh}, nil
+}
+
+// Step is one feed's turn (a service's RollUp).
+type Step func(ctx context.Context) (Progress, error)
+
+// busyEvery is how soon the next turn comes while rows are coming in: the
+// pages read the rows after the watermark, so a short lag keeps them few.
+const busyEvery = 100 * time.Millisecond
+
+// Run takes turns on every step until ctx ends: every so often when
+// nothing happens, every busyEvery while rows come in, at once again while
+// a step has more to fold. A failing database slows it down to a try every
+// few seconds.
+func Run(ctx context.Context, log *slog.Logger, every time.Duration, steps ...Step) {
+	if len(steps) == 0 {
+		return
+	}
+	wait := every
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		more, moved, failed := false, false, false
+		for _, step := range steps {
+			p, err := step(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("rolling up", "err", err)
+				failed = true
+			}
+			more, moved = more || p.More, moved || p.Moved
+		}
+		switch {
+		case failed:
+			wait = min(max(2*wait, every), 5*time.Second)
+		case more:
+			wait = 0
+		case moved:
+			wait = min(busyEvery, every)
+		default:
+			wait = every
+		}
+	}
+}

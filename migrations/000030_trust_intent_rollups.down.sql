@@ -1,0 +1,12 @@
+DROP INDEX audit_events_refused_idx;
+DROP TABLE call_days_open;
+DROP TABLE call_days;
+DROP VIEW proposal_call_facts;
+DROP AGGREGATE gatehouse_hist_sum(integer[]);
+DROP FUNCTION gatehouse_hist_add(integer[], integer[]);
+DROP FUNCTION gatehouse_decision_bucket(double precision);
+DROP TABLE evidence_totals;
+DROP VIEW evidence_contributions;
+DROP FUNCTION gatehouse_writers_gone(text[]);
+DROP FUNCTION gatehouse_table_writers(regclass);
+DROP TABLE rollup_feeds;
