@@ -50,6 +50,10 @@ func unmarshalJSON(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
+// ListRecentReceiptsSQL is /admin/receipts' statement, for the test that
+// checks its plan reads each partial index up to the limit.
+const ListRecentReceiptsSQL = listRecentReceipts
+
 // SearchRecordsSQL is records.search's statement, for the test that
 // checks its plan uses the trigram indexes.
 const SearchRecordsSQL = searchRecords

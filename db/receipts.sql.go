@@ -374,18 +374,29 @@ func (q *Queries) ListReceiptWorkspaces(ctx context.Context) ([]uuid.UUID, error
 }
 
 const listRecentReceipts = `-- name: ListRecentReceipts :many
-SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE workspace_id = $1 ORDER BY seq DESC, created_at DESC LIMIT $2
+SELECT r.id, r.workspace_id, r.kind, r.proposal_id, r.action_class, r.content, r.content_hash, r.metadata, r.seq, r.prev_hash, r.hash, r.redacted_for, r.redacted_at, r.created_at, r.chained_at FROM (
+    (SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts u WHERE u.workspace_id = $1 AND u.seq IS NULL
+     ORDER BY u.created_at DESC, u.id DESC LIMIT $2)
+    UNION ALL
+    (SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts c WHERE c.workspace_id = $1 AND c.seq IS NOT NULL
+     ORDER BY c.seq DESC LIMIT $2)
+) r
+ORDER BY r.seq DESC NULLS FIRST, r.created_at DESC, r.id DESC
+LIMIT $2
 `
 
 type ListRecentReceiptsParams struct {
 	WorkspaceID uuid.UUID
-	Limit       int32
+	Lim         int32
 }
 
-// Unchained receipts first, then the chain from its head down (the
-// (workspace_id, seq) index read backwards puts NULLs first).
+// Unchained receipts first (newest first), then the chain from its head
+// down. Each part reads its own partial index (receipts_unchained_idx,
+// receipts_workspace_seq_idx) up to the limit, so the page reads at most
+// twice the limit whatever the chain's length; one index over both
+// cannot exist, the chained one being partial.
 func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceiptsParams) ([]Receipt, error) {
-	rows, err := q.db.Query(ctx, listRecentReceipts, arg.WorkspaceID, arg.Limit)
+	rows, err := q.db.Query(ctx, listRecentReceipts, arg.WorkspaceID, arg.Lim)
 	if err != nil {
 		return nil, err
 	}

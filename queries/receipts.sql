@@ -55,9 +55,20 @@ SELECT count(*) AS pending, coalesce(min(created_at), now())::timestamptz AS old
 FROM receipts WHERE workspace_id = $1 AND seq IS NULL;
 
 -- name: ListRecentReceipts :many
--- Unchained receipts first, then the chain from its head down (the
--- (workspace_id, seq) index read backwards puts NULLs first).
-SELECT * FROM receipts WHERE workspace_id = $1 ORDER BY seq DESC, created_at DESC LIMIT $2;
+-- Unchained receipts first (newest first), then the chain from its head
+-- down. Each part reads its own partial index (receipts_unchained_idx,
+-- receipts_workspace_seq_idx) up to the limit, so the page reads at most
+-- twice the limit whatever the chain's length; one index over both
+-- cannot exist, the chained one being partial.
+SELECT r.* FROM (
+    (SELECT * FROM receipts u WHERE u.workspace_id = @workspace_id AND u.seq IS NULL
+     ORDER BY u.created_at DESC, u.id DESC LIMIT @lim)
+    UNION ALL
+    (SELECT * FROM receipts c WHERE c.workspace_id = @workspace_id AND c.seq IS NOT NULL
+     ORDER BY c.seq DESC LIMIT @lim)
+) r
+ORDER BY r.seq DESC NULLS FIRST, r.created_at DESC, r.id DESC
+LIMIT @lim;
 
 -- name: ListProposalReceipts :many
 SELECT * FROM receipts WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id;

@@ -418,7 +418,7 @@ func (s *Service) Overview(ctx context.Context, c Caller, oq OverviewQuery, now 
 	if oq.Proposal != uuid.Nil {
 		rows, err = s.q.ListProposalReceipts(ctx, db.ListProposalReceiptsParams{WorkspaceID: c.WorkspaceID, ProposalID: uuid.NullUUID{UUID: oq.Proposal, Valid: true}})
 	} else {
-		rows, err = s.q.ListRecentReceipts(ctx, db.ListRecentReceiptsParams{WorkspaceID: c.WorkspaceID, Limit: int32(oq.Recent)})
+		rows, err = s.q.ListRecentReceipts(ctx, db.ListRecentReceiptsParams{WorkspaceID: c.WorkspaceID, Lim: int32(oq.Recent)})
 	}
 	if err != nil {
 		return Overview{}, fmt.Errorf("receipts: recent: %w", err)

@@ -1,0 +1,68 @@
+package db_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/dbtest"
+)
+
+// TestReceiptsPage_ReadsTheLatestThroughItsIndexes: /admin/receipts' latest
+// receipts (unchained first, then the chain from its head down) read each
+// partial index up to the limit, not the workspace's whole chain: with
+// 20,000 chained receipts and three waiting, no sequential scan and no
+// sort of every receipt, and the page is the right 50 in the right order.
+func TestReceiptsPage_ReadsTheLatestThroughItsIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.MustPool(t)
+	var ws uuid.UUID
+	if err := pool.QueryRow(ctx, `INSERT INTO workspaces (slug, name) VALUES ('receipts-page', 'r') RETURNING id`).Scan(&ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO receipts (workspace_id, kind, content, content_hash, metadata, seq, prev_hash, hash, chained_at, created_at)
+		SELECT $1, 'execution', '{}', sha256(i::text::bytea), '{}', i, sha256(i::text::bytea), sha256(i::text::bytea), now(),
+		       now() - (20001 - i) * interval '1 second'
+		FROM generate_series(1, 20000) i`, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO receipts (workspace_id, kind, content, metadata, created_at)
+		SELECT $1, 'execution', '{}', '{}', now() + i * interval '1 second' FROM generate_series(1, 3) i`, ws); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE receipts`); err != nil {
+		t.Fatal(err)
+	}
+	text := explain(t, ctx, pool, db.ListRecentReceiptsSQL, ws, 50)
+	for _, want := range []string{"receipts_unchained_idx", "receipts_workspace_seq_idx"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the page does not read %s:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "Seq Scan on receipts") {
+		t.Errorf("the page scans every receipt:\n%s", text)
+	}
+	rows, err := db.New(pool).ListRecentReceipts(ctx, db.ListRecentReceiptsParams{WorkspaceID: ws, Lim: 50})
+	if err != nil || len(rows) != 50 {
+		t.Fatalf("%d rows (%v), want 50", len(rows), err)
+	}
+	for i, r := range rows[:3] {
+		if r.Seq.Valid {
+			t.Fatalf("row %d is chained; the 3 unchained come first", i)
+		}
+	}
+	if !rows[0].CreatedAt.After(rows[2].CreatedAt) {
+		t.Errorf("unchained receipts are not newest first")
+	}
+	for i, r := range rows[3:] {
+		if want := int64(20000 - i); r.Seq.Int64 != want {
+			t.Fatalf("chained row %d has seq %d, want %d (from the head down)", i, r.Seq.Int64, want)
+		}
+	}
+}
