@@ -462,42 +462,6 @@ func (q *Queries) ListToolCalls(ctx context.Context, turnID uuid.UUID) ([]ListTo
 	return items, nil
 }
 
-const listTranscript = `-- name: ListTranscript :many
-SELECT id, role, content, proposal_id FROM messages WHERE conversation_id = $1 ORDER BY id
-`
-
-type ListTranscriptRow struct {
-	ID         int64
-	Role       string
-	Content    string
-	ProposalID uuid.NullUUID
-}
-
-func (q *Queries) ListTranscript(ctx context.Context, conversationID uuid.UUID) ([]ListTranscriptRow, error) {
-	rows, err := q.db.Query(ctx, listTranscript, conversationID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListTranscriptRow{}
-	for rows.Next() {
-		var i ListTranscriptRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Role,
-			&i.Content,
-			&i.ProposalID,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const ownedConversation = `-- name: OwnedConversation :one
 SELECT id, permission_mode FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `

@@ -720,65 +720,6 @@ func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConv
 	return items, nil
 }
 
-const listProposalsForConversation = `-- name: ListProposalsForConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE conversation_id = $1 ORDER BY created_at
-`
-
-func (q *Queries) ListProposalsForConversation(ctx context.Context, conversationID uuid.NullUUID) ([]Proposal, error) {
-	rows, err := q.db.Query(ctx, listProposalsForConversation, conversationID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []Proposal{}
-	for rows.Next() {
-		var i Proposal
-		if err := rows.Scan(
-			&i.ID,
-			&i.WorkspaceID,
-			&i.ConversationID,
-			&i.ProposedByUserID,
-			&i.ProposedByTokenID,
-			&i.ProposedByKind,
-			&i.Tool,
-			&i.Effect,
-			&i.Arguments,
-			&i.Rationale,
-			&i.PermissionMode,
-			&i.Disposition,
-			&i.Status,
-			&i.AppliedArguments,
-			&i.Result,
-			&i.Error,
-			&i.RejectionReason,
-			&i.ResolvedByUserID,
-			&i.ApplyPath,
-			&i.CreatedAt,
-			&i.ResolvedAt,
-			&i.NotebookID,
-			&i.OwnerID,
-			&i.TrustLevel,
-			&i.Authority,
-			&i.Risk,
-			&i.ActionClass,
-			&i.State,
-			&i.Decision,
-			&i.Constraints,
-			&i.DryRun,
-			&i.ClaimedAt,
-			&i.EffectDecision,
-			&i.DecisionInput,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
 SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
 `

@@ -91,9 +91,6 @@ SELECT count(*) FROM chat_tool_calls WHERE turn_id = $1;
 -- name: InsertChatMessage :one
 INSERT INTO messages (conversation_id, role, content, author_user_id) VALUES ($1, $2, $3, $4) RETURNING *;
 
--- name: ListTranscript :many
-SELECT id, role, content, proposal_id FROM messages WHERE conversation_id = $1 ORDER BY id;
-
 -- name: FindModelAgentToken :one
 -- The owner's live agent token for a model, if any.
 SELECT id FROM api_tokens

@@ -20,9 +20,6 @@ SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FO
 -- name: GetProposalInWorkspaceForUpdate :one
 SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
 
--- name: ListProposalsForConversation :many
-SELECT * FROM proposals WHERE conversation_id = $1 ORDER BY created_at;
-
 -- name: ListProposalsForNotebook :many
 -- A notebook's cells, in the order they were added.
 SELECT * FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id;

@@ -769,19 +769,6 @@ func (p Proposal) State() policy.State {
 	return p.Decision.State
 }
 
-// ForConversation returns the conversation's proposals by id.
-func (s *Service) ForConversation(ctx context.Context, conversationID uuid.UUID) (map[uuid.UUID]Proposal, error) {
-	rows, err := s.q.ListProposalsForConversation(ctx, nullUUID(conversationID))
-	if err != nil {
-		return nil, fmt.Errorf("proposals: list: %w", err)
-	}
-	out := make(map[uuid.UUID]Proposal, len(rows))
-	for _, r := range rows {
-		out[r.ID] = fromRow(r)
-	}
-	return out, nil
-}
-
 // Cells returns a notebook's cells in the order they were added. The caller
 // has checked that the notebook is the principal's.
 func (s *Service) Cells(ctx context.Context, notebookID uuid.UUID) ([]Proposal, error) {
