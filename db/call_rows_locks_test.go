@@ -170,3 +170,92 @@ func TestCallRows_FollowDeletesOfWhatTheyName(t *testing.T) {
 		t.Fatalf("another workspace's delete took rows of this one: %+v", c)
 	}
 }
+
+// A call's proposal and the record it writes lock neither the token, the
+// person who resolved it nor the workspace (migration 31): while another
+// transaction holds those rows FOR UPDATE, they are written at once. Only
+// the scope key (migration 24) still checks a row: the conversation.
+func TestCallRows_ProposalAndRecordLockNoTokenUserOrWorkspace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.MustPool(t)
+	f := newCallFixture(t, ctx, pool, "call-parents-unlocked")
+
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM workspaces w, users u, api_tokens t WHERE w.id = $1 AND u.id = $2 AND t.id = $3 FOR UPDATE`,
+		f.ws, f.user, f.token); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback(ctx)
+	if _, err := writer.Exec(ctx, `SET LOCAL lock_timeout = '2s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Exec(ctx, `
+		WITH p AS (
+			INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_token_id, resolved_by_user_id,
+			                       proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition)
+			VALUES ($1, $2, $3, $2, $4, $2, 'agent', 'records.put', 'mutate', '{}', 'a call', 'auto', 'auto-apply')
+		)
+		INSERT INTO records (workspace_id, collection, key, value) VALUES ($1, 'c', 'k', '{}')`, f.ws, f.user, f.conv, f.token); err != nil {
+		t.Fatalf("a call's proposal or record waited on its token, user or workspace: %v", err)
+	}
+	if err := writer.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Deleting a token or the user who resolved a call clears them from the
+// call, as the keys' ON DELETE SET NULL did; deleting a workspace takes
+// its records, and only its own.
+func TestCallRows_ProposalAndRecordFollowDeletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := dbtest.MustPool(t)
+	f := newCallFixture(t, ctx, pool, "call-parents-deletes")
+	other := newCallFixture(t, ctx, pool, "call-parents-other")
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// The guest resolved the call; the token proposed it.
+	exec(`UPDATE proposals SET proposed_by_token_id = $2, resolved_by_user_id = $3 WHERE id = $1`, f.proposal, f.token, f.guest)
+	for _, g := range []callFixture{f, other} {
+		exec(`INSERT INTO records (workspace_id, collection, key, value) VALUES ($1, 'c', 'k', '{}')`, g.ws)
+	}
+
+	exec(`DELETE FROM api_tokens WHERE id = $1`, f.token)
+	exec(`DELETE FROM users WHERE id = $1`, f.guest)
+	var token, resolver *uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT proposed_by_token_id, resolved_by_user_id FROM proposals WHERE id = $1`, f.proposal).
+		Scan(&token, &resolver); err != nil {
+		t.Fatal(err)
+	}
+	if token != nil || resolver != nil {
+		t.Fatalf("after deleting the token and the resolver: token %v, resolver %v; want both cleared", token, resolver)
+	}
+
+	exec(`DELETE FROM workspaces WHERE id = $1`, f.ws)
+	records := func(ws uuid.UUID) (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM records WHERE workspace_id = $1`, ws).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := records(f.ws); n != 0 {
+		t.Fatalf("a deleted workspace left %d records", n)
+	}
+	if n := records(other.ws); n != 1 {
+		t.Fatalf("another workspace's delete took this one's records: %d left", n)
+	}
+}

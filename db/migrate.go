@@ -45,6 +45,15 @@ func (g *Migrator) Down() error {
 	return nil
 }
 
+// To migrates up or down to version (a test's way back to a schema before
+// a migration whatever migrations came after it).
+func (g *Migrator) To(version uint) error {
+	if err := g.m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("db: migrate to %d: %w", version, err)
+	}
+	return nil
+}
+
 // Version returns the applied version (0 when none) and whether a failed
 // migration left the database dirty.
 func (g *Migrator) Version() (uint, bool, error) {

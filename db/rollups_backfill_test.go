@@ -21,10 +21,10 @@ func TestRollupsMigration_BackfillMatchesTheRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if v, _, err := m.Version(); err != nil || v != 30 {
+	if v, _, err := m.Version(); err != nil || v < 30 {
 		t.Fatalf("at version %d (%v); this test undoes migration 30", v, err)
 	}
-	if err := m.Down(); err != nil {
+	if err := m.To(29); err != nil {
 		t.Fatal(err)
 	}
 	pool, err := db.NewPool(ctx, url, 0)
