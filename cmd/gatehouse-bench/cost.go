@@ -18,7 +18,9 @@ import (
 // fast the machine did it.
 type cost struct {
 	walRecords, walBytes int64
-	serverCPU            float64 // seconds (user + system)
+	// lsn is the WAL insert position (for walShares).
+	lsn       string
+	serverCPU float64 // seconds (user + system)
 	// clusterCPU is every PostgreSQL process's CPU time (seconds): the
 	// postmaster's, its exited children's and its running children's
 	// (backends, the WAL writer, autovacuum...).
@@ -39,8 +41,8 @@ func costNow(ctx context.Context, dbURL string, pid int) cost {
 	// which backends report at most a second late (over a phase of
 	// seconds, a small error).
 	var backend int
-	if err := conn.QueryRow(ctx, "SELECT wal_records, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint, pg_backend_pid() FROM pg_stat_wal").
-		Scan(&c.walRecords, &c.walBytes, &backend); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT wal_records, pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint, pg_current_wal_insert_lsn()::text, pg_backend_pid() FROM pg_stat_wal").
+		Scan(&c.walRecords, &c.walBytes, &c.lsn, &backend); err != nil {
 		return c
 	}
 	c.serverCPU = cpuSeconds(pid)

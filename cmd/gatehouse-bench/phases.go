@@ -40,7 +40,10 @@ type row struct {
 	RSSStart, RSSEnd int64 // the server's resident set, KiB; 0: not measured
 	// Cost is per call: WAL written by the cluster, the server's and
 	// PostgreSQL's CPU.
-	Cost   callCost
+	Cost callCost
+	// WAL is the phase's WAL per call by relation (the headline phase's
+	// only; see walShares).
+	WAL    []walShare
 	Note   string
 	Errors []string // a few distinct unexpected answers
 }
@@ -103,7 +106,11 @@ func (b *bench) loop(ctx context.Context, name string, clients int, d time.Durat
 	r.Elapsed = time.Since(start)
 	r.RSSEnd = rssKiB(b.pid)
 	r.Calls = len(lat)
-	r.Cost = perCall(before, costNow(context.WithoutCancel(ctx), b.dbURL, b.pid), r.Calls)
+	after := costNow(context.WithoutCancel(ctx), b.dbURL, b.pid)
+	r.Cost = perCall(before, after, r.Calls)
+	if isHeadline(name) {
+		r.WAL = walShares(context.WithoutCancel(ctx), b.dbURL, before.lsn, after.lsn, r.Calls)
+	}
 	r.Rate = float64(r.Calls) / r.Elapsed.Seconds()
 	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
 	for e := range errors {

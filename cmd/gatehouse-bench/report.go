@@ -118,12 +118,16 @@ var header = []string{"phase", "clients", "calls/s", "p50", "p99", "× INSERT ca
 // first auto-apply phase into one conversation.
 func (rep *report) headlinePhase() (row, bool) {
 	for _, r := range rep.phases {
-		if strings.HasPrefix(r.Name, "records.put, auto-apply, one conversation") {
+		if isHeadline(r.Name) {
 			return r, true
 		}
 	}
 	return row{}, false
 }
+
+// isHeadline reports whether a phase is the headline's (the overload
+// phase, into the same conversation, is not).
+func isHeadline(name string) bool { return name == "records.put, auto-apply, one conversation" }
 
 // headline is the sentence the README quotes.
 func (rep *report) headline() string {
@@ -292,6 +296,9 @@ by `+"`make bench`"+`; do not edit it by hand.
 		}
 	}
 	fmt.Fprintf(&b, "\nWhat each phase does:\n\n%s\n", strings.Join(notes, "\n"))
+	if r, ok := rep.headlinePhase(); ok {
+		walSharesMarkdown(&b, r)
+	}
 
 	if len(rep.goBench.Benchmarks) > 0 {
 		fmt.Fprintf(&b, "\n### Pure parts (Go micro-benchmarks, `-benchtime %s`)\n\n", rep.goBench.BenchTime)
