@@ -24,9 +24,10 @@ const (
 // newGateway builds the /mcp endpoint on the server's services.
 func (s *Server) newGateway(upstreams *mcp.Upstreams) *mcp.Gateway {
 	return mcp.NewGateway(s.props, s.registry, s.convs, upstreams, s.log, mcp.Options{
-		ProposalURL: proposalURL,
-		Feedback:    s.feedback,
-		ApprovalURL: func(id uuid.UUID) string { return "/admin/approvals/" + id.String() },
+		ProposalURL:    proposalURL,
+		Feedback:       s.feedback,
+		AllowedOrigins: s.cfg.MCPAllowedOrigins,
+		ApprovalURL:    func(id uuid.UUID) string { return "/admin/approvals/" + id.String() },
 		StoreCall: func(p proposals.Proposal, refused error) (proposals.StoredResponse, error) {
 			if refused != nil {
 				// Refused after it was recorded (a human-only call): the
@@ -42,12 +43,26 @@ func (s *Server) newGateway(upstreams *mcp.Upstreams) *mcp.Gateway {
 	})
 }
 
+// mcpOrigin refuses a request to /mcp from a browser page of a foreign
+// origin (DNS rebinding, a cross-site request) before anything else runs,
+// token or not: 403 with a JSON-RPC error. A request without Origin (a
+// client that is not a browser) goes on. See mcp.Gateway.AllowsOrigin.
+func (s *Server) mcpOrigin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if s.gateway.RefuseForeignOrigin(c.Response(), r, c.Scheme()+"://"+r.Host) {
+			return nil
+		}
+		return next(c)
+	}
+}
+
 // mcpEndpoint handles "GET, POST, DELETE /mcp": the MCP endpoint
-// (Streamable HTTP), behind requireToken. A request that opens a session
-// may name the conversation or notebook its calls are proposed in
-// (Gatehouse-Conversation or Gatehouse-Notebook, or ?conversation= or
-// ?notebook=); it must be the token owner's. Without one, the session gets
-// a new conversation named after the client.
+// (Streamable HTTP), behind mcpOrigin and requireToken. A request that
+// opens a session may name the conversation or notebook its calls are
+// proposed in (Gatehouse-Conversation or Gatehouse-Notebook, or
+// ?conversation= or ?notebook=); it must be the token owner's. Without
+// one, the session gets a new conversation named after the client.
 func (s *Server) mcpEndpoint(c echo.Context) error {
 	r := c.Request()
 	conn := mcp.Connection{Principal: principal(c), Origin: c.Scheme() + "://" + r.Host}

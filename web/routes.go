@@ -94,7 +94,7 @@ func (s *Server) routes() *echo.Echo {
 	// MCP (Streamable HTTP): agents connect with their token; every
 	// tools/call is proposed in the session's conversation or notebook.
 	if s.gateway != nil {
-		e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.mcpEndpoint, noStore, s.requireToken)
+		e.Match([]string{http.MethodGet, http.MethodPost, http.MethodDelete}, "/mcp", s.mcpEndpoint, noStore, s.mcpOrigin, s.requireToken)
 	}
 
 	// Browser pages: cookie sessions and CSRF on every one.

@@ -41,6 +41,7 @@ var staticFS embed.FS
 
 // Config holds what the web layer needs from the process configuration.
 type Config struct {
+	MCPAllowedOrigins []string // browser origins that may call /mcp besides its own loopback one (GATEHOUSE_MCP_ALLOWED_ORIGINS)
 	// CookieSecure marks the session and CSRF cookies Secure.
 	CookieSecure bool
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed for

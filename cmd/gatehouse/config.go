@@ -11,10 +11,12 @@ import (
 	"net/url"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 )
 
@@ -55,6 +57,10 @@ type Config struct {
 	// PolicyFile is gatehouse.yaml: the MCP upstreams behind the gate ("":
 	// none).
 	PolicyFile string
+	// MCPAllowedOrigins are the browser origins (scheme://host[:port])
+	// that may call /mcp besides the server's own loopback origin; a
+	// request from another Origin gets 403. None by default.
+	MCPAllowedOrigins []string
 	// Getenv reads the environment (the policy file's ${NAME} headers).
 	Getenv func(string) string
 	// LLM is the model endpoint conversations chat with (see docs/chat.md):
@@ -129,6 +135,13 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 			return cfg, usageError("GATEHOUSE_IDEMPOTENCY_LEASE must be a duration from 1s to 1h, such as 60s")
 		}
 		cfg.IdempotencyLease = d
+	}
+	if v := getenv("GATEHOUSE_MCP_ALLOWED_ORIGINS"); v != "" {
+		origins, err := parseOrigins(v)
+		if err != nil {
+			return cfg, usageError("GATEHOUSE_MCP_ALLOWED_ORIGINS must be a comma-separated list of origins (scheme://host[:port], no path or wildcard), such as https://gatehouse.example.com,http://localhost:6274: " + err.Error())
+		}
+		cfg.MCPAllowedOrigins = origins
 	}
 	if v := getenv("GATEHOUSE_TRUSTED_PROXIES"); v != "" {
 		ps, err := parseTrustedProxies(v)
@@ -233,6 +246,28 @@ func isLoopbackAddr(addr string) bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Zone() == "" && a.Unmap().IsLoopback()
+}
+
+// parseOrigins reads a comma-separated list of origins, each in the one
+// form the Origin header is compared in (mcp.ParseOrigin).
+func parseOrigins(v string) ([]string, error) {
+	var out []string
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		o, err := mcp.ParseOrigin(item)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", item, err)
+		}
+		if !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no origin in %q", v)
+	}
+	return out, nil
 }
 
 // parseTrustedProxies reads a comma-separated list of IP addresses (each a

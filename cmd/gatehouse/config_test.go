@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 func TestLoadConfig_TrustedProxies(t *testing.T) {
@@ -116,6 +119,74 @@ func TestLoadConfig_GroupCommit(t *testing.T) {
 		_, err := load(v)
 		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "GATEHOUSE_GROUP_COMMIT") {
 			t.Errorf("%q: %v, want a usage error naming GATEHOUSE_GROUP_COMMIT", v, err)
+		}
+	}
+}
+
+func TestLoadConfig_MCPAllowedOrigins(t *testing.T) {
+	t.Parallel()
+	load := func(v string) (Config, error) {
+		return loadConfig("serve", nil, func(k string) string {
+			if k == "GATEHOUSE_MCP_ALLOWED_ORIGINS" {
+				return v
+			}
+			return ""
+		}, io.Discard)
+	}
+	if cfg, err := load(""); err != nil || len(cfg.MCPAllowedOrigins) != 0 {
+		t.Fatalf("unset: %v %v, want none", cfg.MCPAllowedOrigins, err)
+	}
+	for v, want := range map[string][]string{
+		"https://gatehouse.example.com":                               {"https://gatehouse.example.com"},
+		" HTTPS://Gatehouse.Example.com:443/ , http://localhost:6274": {"https://gatehouse.example.com", "http://localhost:6274"},
+		"http://127.0.0.1:80,http://127.0.0.1":                        {"http://127.0.0.1"},
+		"https://[::1]:8443,":                                         {"https://[::1]:8443"},
+	} {
+		cfg, err := load(v)
+		if err != nil || !slices.Equal(cfg.MCPAllowedOrigins, want) {
+			t.Errorf("%q = %v %v, want %v", v, cfg.MCPAllowedOrigins, err, want)
+		}
+	}
+	for _, v := range []string{"*", "null", "gatehouse.example.com", "https://gatehouse.example.com/mcp", "https://*.example.com",
+		"ftp://files.example", "https://user:pw@gatehouse.example.com", "https://a.example,nope", ",", "https://a.example?x=1"} {
+		_, err := load(v)
+		if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "GATEHOUSE_MCP_ALLOWED_ORIGINS") {
+			t.Errorf("%q: %v, want a usage error naming GATEHOUSE_MCP_ALLOWED_ORIGINS", v, err)
+		}
+	}
+}
+
+// The allowed origins reach the running server's /mcp: a listed origin
+// gets as far as the token check (401), any other is refused first (403).
+func TestServe_MCPAllowedOriginsReachTheGateway(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, map[string]string{
+		"DATABASE_URL":                  dbtest.MustURL(t),
+		"GATEHOUSE_ADMIN_PASSWORD":      "the admin's password",
+		"GATEHOUSE_MCP_ALLOWED_ORIGINS": "https://inspector.example",
+	})
+	post := func(origin string) int {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for origin, want := range map[string]int{
+		"https://inspector.example": http.StatusUnauthorized,
+		"":                          http.StatusUnauthorized,
+		s.URL:                       http.StatusUnauthorized,
+		"https://evil.example":      http.StatusForbidden,
+	} {
+		if got := post(origin); got != want {
+			t.Errorf("Origin %q: %d, want %d", origin, got, want)
 		}
 	}
 }

@@ -101,7 +101,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if cfg.LLM.Model != "" {
 		log.Info("chat with a model", "llm", cfg.LLM)
 	}
-	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey,
+	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
 		Chat: chat.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Models: cfg.LLM.Models}}, log, pool, svc)
 	if err != nil {
 		return err

@@ -45,6 +45,12 @@ type Options struct {
 	// SessionTimeout closes an MCP session left idle this long (30 min
 	// when zero).
 	SessionTimeout time.Duration
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call /mcp besides the server's own loopback origin
+	// (GATEHOUSE_MCP_ALLOWED_ORIGINS); a request from any other Origin is
+	// refused with 403. A request without Origin is not a browser's and
+	// goes on.
+	AllowedOrigins []string
 }
 
 // Gateway is the /mcp endpoint: an http.Handler that serves Streamable
@@ -57,6 +63,7 @@ type Gateway struct {
 	upstreams *Upstreams
 	log       *slog.Logger
 	opts      Options
+	origins   []string // AllowedOrigins, each as ParseOrigin reads it
 	handler   http.Handler
 	// base answers the SDK's per-request questions (supported protocol
 	// versions) for requests of an existing session.
@@ -73,15 +80,21 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 		opts.Version = "dev"
 	}
 	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts}
+	for _, o := range opts.AllowedOrigins {
+		if n, err := ParseOrigin(o); err == nil {
+			g.origins = append(g.origins, n)
+		} else {
+			log.Error("mcp: an allowed origin is not an origin; it allows nothing", "origin", o, "err", err)
+		}
+	}
 	g.base = sdk.NewServer(g.implementation(), &sdk.ServerOptions{HasTools: true, HasResources: true})
 	streamable := sdk.NewStreamableHTTPHandler(g.serverFor, &sdk.StreamableHTTPOptions{
 		Logger:         log,
 		SessionTimeout: opts.SessionTimeout,
 		// The SDK refuses a request to a loopback listener whose Host is
-		// not loopback (DNS rebinding), which would refuse every request
-		// through a reverse proxy in front of 127.0.0.1:8080. Every request
-		// here carries a bearer token, which a rebound page cannot send, so
-		// the protection adds nothing.
+		// not loopback, which would refuse every request through a reverse
+		// proxy in front of 127.0.0.1:8080. DNS rebinding is refused by the
+		// Origin check instead (AllowsOrigin), on every request.
 		DisableLocalhostProtection: true,
 	})
 	// The web layer has authenticated the request (401 otherwise) and put
@@ -97,8 +110,18 @@ func (g *Gateway) implementation() *sdk.Implementation {
 }
 
 // ServeHTTP serves /mcp. The request's context must carry a Connection
-// (WithConnection): the web layer authenticates the token first.
-func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.handler.ServeHTTP(w, r) }
+// (WithConnection): the web layer authenticates the token first. A request
+// from a foreign Origin is refused here too, whatever came before.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	self := ""
+	if c := connectionOf(r.Context()); c != nil {
+		self = c.Origin
+	}
+	if g.RefuseForeignOrigin(w, r, self) {
+		return
+	}
+	g.handler.ServeHTTP(w, r)
+}
 
 // Connection is what the web layer learned of a request before the SDK
 // sees it: who sent it (authenticated by its bearer token), the scope it

@@ -104,8 +104,8 @@ func (u *Upstreams) Status(ctx context.Context) ([]UpstreamStatus, error) {
 			row, pinned := pins[key(up.cfg.Name, n)]
 			ts := UpstreamToolStatus{Upstream: up.cfg.Name, Name: n, Declared: up.cfg.Name + "." + n, Description: lt.def.Description}
 			switch {
-			case isListed && lt.problem != "":
-				ts.Status, ts.Problem = "unavailable", lt.problem
+			case isListed && lt.why() != "":
+				ts.Status, ts.Problem = "unavailable", lt.why()
 			case !isListed && st.Available:
 				ts.Status = "gone"
 			case pinned:

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -28,10 +30,15 @@ import (
 )
 
 // Upstreams are the MCP servers behind the gate, from the policy file:
-// their clients, their tools as last listed, and the pins (upstream_tools)
-// that hold a tool whose definition changed until an admin accepts it.
-// Pins are read from the database whenever a call is checked, so an
-// acceptance on one instance counts on all.
+// their clients, their tools as last listed (the live definitions), and
+// the pins (upstream_tools) that hold a tool whose definition changed
+// until an admin accepts it.
+//
+// The live definitions are listed at start, on an admin's refresh, when an
+// upstream says its tools changed (notifications/tools/list_changed) and
+// when a lost connection is opened again. Pins are read from the database
+// whenever a call is checked, so an acceptance on one instance counts on
+// all. A call runs only while its tool's live definition is its pin.
 type Upstreams struct {
 	pool     *pgxpool.Pool
 	q        *db.Queries
@@ -45,7 +52,28 @@ type Upstreams struct {
 	byName  map[string]*upstream
 
 	mu   sync.RWMutex
-	pins map[string]string // "<upstream>/<tool>" → accepted hash
+	pins map[string]pin // "<upstream>/<tool>" → the accepted definition, as last read
+
+	// bg ends with Close: it bounds the listings that notifications start.
+	bg      context.Context
+	stop    context.CancelFunc
+	bgMu    sync.Mutex
+	closed  bool
+	relists sync.WaitGroup
+}
+
+// pin is a tool's accepted definition and its hash ("" when no admin has
+// accepted one).
+type pin struct {
+	hash string
+	def  json.RawMessage
+}
+
+func pinOf(row db.UpstreamTool) pin {
+	if !row.AcceptedHash.Valid {
+		return pin{}
+	}
+	return pin{hash: row.AcceptedHash.String, def: row.AcceptedDefinition}
 }
 
 // upstream is one server: its client session and its last listing.
@@ -55,10 +83,38 @@ type upstream struct {
 	connMu sync.Mutex
 	sess   *sdk.ClientSession
 
+	// listMu serialises the listings of this upstream, and declMu its
+	// declarations in the registry, so an older one never replaces a newer.
+	listMu sync.Mutex
+	declMu sync.Mutex
+
 	mu       sync.Mutex
 	listedAt time.Time
 	err      string
-	listed   map[string]listedTool // by the upstream's tool name
+	listed   map[string]listedTool // live: by the upstream's tool name
+	// changes counts what may have changed the upstream's tools since
+	// Gatehouse began (a list_changed notification, a new connection, whose
+	// reason is staleBy); listedAs is the count the last listing saw. They
+	// differ while the live definitions may be stale.
+	changes, listedAs uint64
+	staleBy           string
+	// relisting: a listing that a notification asked for runs.
+	relisting bool
+}
+
+// changed notes that the upstream's tools may have changed.
+func (up *upstream) changed(why string) {
+	up.mu.Lock()
+	up.changes++
+	up.staleBy = why
+	up.mu.Unlock()
+}
+
+// stale reports whether the live definitions may be out of date, and why.
+func (up *upstream) stale() (bool, string) {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	return up.changes != up.listedAs, up.staleBy
 }
 
 // listedTool is a tool as last listed, and why it is not declared if it
@@ -67,6 +123,16 @@ type listedTool struct {
 	def     tools.UpstreamTool
 	hash    string
 	problem string
+	// declProblem says why the registry refused its declaration.
+	declProblem string
+}
+
+// why is why the tool is unavailable ("" when it is not).
+func (lt listedTool) why() string {
+	if lt.problem != "" {
+		return lt.problem
+	}
+	return lt.declProblem
 }
 
 // NewUpstreams prepares the upstreams of the policy file; nothing is
@@ -78,7 +144,8 @@ func NewUpstreams(pool *pgxpool.Pool, registry *tools.Registry, file *tools.Poli
 		version = "dev"
 	}
 	u := &Upstreams{pool: pool, q: db.New(pool), registry: registry, log: log, ws: workspaceID, version: version,
-		byName: map[string]*upstream{}, pins: map[string]string{}}
+		byName: map[string]*upstream{}, pins: map[string]pin{}}
+	u.bg, u.stop = context.WithCancel(context.Background())
 	if file == nil {
 		return u, nil
 	}
@@ -98,11 +165,17 @@ func NewUpstreams(pool *pgxpool.Pool, registry *tools.Registry, file *tools.Poli
 	return u, nil
 }
 
-// Close ends every upstream session (and stdio servers' processes).
+// Close ends every upstream session (and stdio servers' processes), once
+// the listings that notifications started have stopped.
 func (u *Upstreams) Close() {
 	if u == nil {
 		return
 	}
+	u.bgMu.Lock()
+	u.closed = true
+	u.bgMu.Unlock()
+	u.stop()
+	u.relists.Wait()
 	for _, up := range u.list {
 		up.connMu.Lock()
 		if up.sess != nil {
@@ -128,7 +201,14 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
-// session is the upstream's client session, connected on first use.
+// session is the upstream's client session, connected on first use. A
+// new connection counts as a change of the tools: notifications sent while
+// there was none were missed.
+//
+// The client listens for the upstream's notifications/tools/list_changed
+// (over the standalone SSE stream of Streamable HTTP, or stdio) and lists
+// the upstream's tools again when one comes. A session that ends is
+// forgotten, so the next call connects again and lists again first.
 func (u *Upstreams) session(ctx context.Context, up *upstream) (*sdk.ClientSession, error) {
 	up.connMu.Lock()
 	defer up.connMu.Unlock()
@@ -137,20 +217,91 @@ func (u *Upstreams) session(ctx context.Context, up *upstream) (*sdk.ClientSessi
 	}
 	var t sdk.Transport
 	if up.cfg.URL != "" {
-		t = &sdk.StreamableClientTransport{Endpoint: up.cfg.URL, MaxRetries: -1, DisableStandaloneSSE: true,
+		t = &sdk.StreamableClientTransport{Endpoint: up.cfg.URL, MaxRetries: -1,
 			HTTPClient: &http.Client{Transport: headerTransport{headers: up.cfg.Headers, base: http.DefaultTransport}}}
 	} else {
 		t = &sdk.CommandTransport{Command: exec.Command(up.cfg.Command[0], up.cfg.Command[1:]...)}
 	}
 	cctx, cancel := context.WithTimeout(ctx, up.cfg.Timeout)
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: u.version}, &sdk.ClientOptions{Logger: u.log})
+	client := sdk.NewClient(&sdk.Implementation{Name: "gatehouse", Version: u.version}, &sdk.ClientOptions{
+		Logger: u.log,
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			up.changed("list_changed")
+			u.relistSoon(up)
+		},
+	})
 	s, err := client.Connect(cctx, t, nil)
 	if err != nil {
 		return nil, err
 	}
 	up.sess = s
+	up.changed("reconnect")
+	go func() {
+		s.Wait()
+		u.drop(up, s)
+	}()
 	return s, nil
+}
+
+// relistSoon lists the upstream's tools again, in the background, because
+// it said they changed; notifications that come while it lists make one
+// more listing, not one each. A listing that fails stops it: the next call
+// lists first (catchUp).
+func (u *Upstreams) relistSoon(up *upstream) {
+	u.bgMu.Lock()
+	defer u.bgMu.Unlock()
+	if u.closed {
+		return
+	}
+	up.mu.Lock()
+	if up.relisting {
+		up.mu.Unlock()
+		return
+	}
+	up.relisting = true
+	up.mu.Unlock()
+	u.relists.Add(1)
+	go func() {
+		defer u.relists.Done()
+		for {
+			up.mu.Lock()
+			if up.changes == up.listedAs || u.bg.Err() != nil {
+				up.relisting = false
+				up.mu.Unlock()
+				return
+			}
+			up.mu.Unlock()
+			if _, err := u.catchUp(u.bg, up); err != nil {
+				if u.bg.Err() == nil {
+					u.log.Warn("upstream unavailable", "upstream", up.cfg.Name, "endpoint", up.cfg.Endpoint(), "err", err)
+				}
+				up.mu.Lock()
+				up.err, up.relisting = safeCause(err), false
+				up.mu.Unlock()
+				return
+			}
+		}
+	}()
+}
+
+// catchUp lists the upstream's tools again if they may have changed since
+// the last listing (a notification, a new connection), and reports
+// whether it did.
+func (u *Upstreams) catchUp(ctx context.Context, up *upstream) (bool, error) {
+	if _, err := u.session(ctx, up); err != nil {
+		return false, err
+	}
+	if stale, _ := up.stale(); !stale {
+		return false, nil // the common case: no wait for a listing that runs
+	}
+	up.listMu.Lock()
+	defer up.listMu.Unlock()
+	stale, why := up.stale()
+	if !stale {
+		return false, nil // a listing that ran meanwhile caught up
+	}
+	return true, u.listTools(ctx, up, why)
 }
 
 // drop forgets a session that failed, so the next call reconnects.
@@ -174,7 +325,7 @@ func (u *Upstreams) Refresh(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, up := range u.list {
 		wg.Go(func() {
-			if err := u.refresh(ctx, up); err != nil {
+			if err := u.refresh(ctx, up, "start"); err != nil {
 				u.log.Warn("upstream unavailable", "upstream", up.cfg.Name, "endpoint", up.cfg.Endpoint(), "err", err)
 				up.mu.Lock()
 				up.err = safeCause(err)
@@ -194,7 +345,7 @@ func (u *Upstreams) RefreshOne(ctx context.Context, name string) error {
 	if !ok {
 		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", name)
 	}
-	if err := u.refresh(ctx, up); err != nil {
+	if err := u.refresh(ctx, up, "refresh"); err != nil {
 		up.mu.Lock()
 		up.err = safeCause(err)
 		up.mu.Unlock()
@@ -203,13 +354,28 @@ func (u *Upstreams) RefreshOne(ctx context.Context, name string) error {
 	return nil
 }
 
-func (u *Upstreams) refresh(ctx context.Context, up *upstream) error {
+// refresh lists the upstream's tools (trigger says why: start, refresh,
+// list_changed or reconnect), re-hashes each definition and pins it (a
+// definition that is not the accepted one holds its tool, audited), then
+// declares the tools in the registry.
+func (u *Upstreams) refresh(ctx context.Context, up *upstream, trigger string) error {
+	up.listMu.Lock()
+	defer up.listMu.Unlock()
+	return u.listTools(ctx, up, trigger)
+}
+
+// listTools is refresh with listMu held.
+func (u *Upstreams) listTools(ctx context.Context, up *upstream, trigger string) error {
 	lctx, cancel := context.WithTimeout(ctx, up.cfg.Timeout)
 	defer cancel()
 	s, err := u.session(lctx, up)
 	if err != nil {
 		return err
 	}
+	// What this listing catches up with: every change noted before it asks.
+	up.mu.Lock()
+	as := up.changes
+	up.mu.Unlock()
 	var listed []*sdk.Tool
 	for t, err := range s.Tools(lctx, nil) {
 		if err != nil {
@@ -219,14 +385,13 @@ func (u *Upstreams) refresh(ctx context.Context, up *upstream) error {
 		listed = append(listed, t)
 	}
 	found := map[string]listedTool{}
-	var decls []tools.Tool
 	tx, err := u.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("mcp: begin: %w", err)
 	}
 	defer tx.Rollback(ctx)
 	q := u.q.WithTx(tx)
-	pins := map[string]string{}
+	pins := map[string]pin{}
 	for _, t := range listed {
 		lt := u.examine(up.cfg, t)
 		found[t.Name] = lt
@@ -237,37 +402,80 @@ func (u *Upstreams) refresh(ctx context.Context, up *upstream) error {
 		if err != nil {
 			return err
 		}
-		row, err := u.pin(ctx, q, up.cfg, lt, def)
+		row, err := u.pin(ctx, q, up.cfg, lt, def, trigger)
 		if err != nil {
 			return err
 		}
-		pins[key(up.cfg.Name, t.Name)] = row.AcceptedHash.String
-		decl, err := tools.DeclareUpstream(up.cfg, lt.def, u)
-		if err == nil {
-			err = u.registry.Check(decl)
-		}
-		if err != nil {
-			lt.problem = "it cannot be declared: " + err.Error()
-			found[t.Name] = lt
-			continue
-		}
-		decls = append(decls, decl)
+		pins[key(up.cfg.Name, t.Name)] = pinOf(row)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("mcp: commit pins: %w", err)
 	}
 	u.mu.Lock()
-	for k, h := range pins {
-		u.pins[k] = h
+	for k, p := range pins {
+		u.pins[k] = p
 	}
 	u.mu.Unlock()
-	if err := u.registry.ReplaceUpstream(up.cfg.Name, decls); err != nil {
-		return err
-	}
 	up.mu.Lock()
-	up.listed, up.listedAt, up.err = found, time.Now(), ""
+	up.listed, up.listedAt, up.err, up.listedAs = found, time.Now(), "", as
 	up.mu.Unlock()
-	return nil
+	return u.declare(up)
+}
+
+// declare puts the upstream's tools in the registry as agents may see
+// them: a tool whose live definition is its pin as it is listed; a held
+// tool as it was pinned (its name, description, input schema and
+// annotations as accepted), so a changed description never reaches an
+// agent before an admin accepts it; a tool no admin ever accepted not at
+// all. It makes no call to the upstream.
+func (u *Upstreams) declare(up *upstream) error {
+	up.declMu.Lock()
+	defer up.declMu.Unlock()
+	u.mu.RLock()
+	pins := map[string]pin{}
+	for k, p := range u.pins {
+		pins[k] = p
+	}
+	u.mu.RUnlock()
+	up.mu.Lock()
+	names := slices.Sorted(maps.Keys(up.listed))
+	var decls []tools.Tool
+	for _, name := range names {
+		lt := up.listed[name]
+		lt.declProblem = ""
+		if lt.problem != "" {
+			up.listed[name] = lt
+			continue
+		}
+		p := pins[key(up.cfg.Name, name)]
+		def := lt.def
+		switch {
+		case p.hash == "":
+			up.listed[name] = lt
+			continue // never accepted: nothing of it is offered
+		case p.hash != lt.hash:
+			pinned, err := tools.UpstreamToolFromDefinition(up.cfg.Name, p.hash, p.def)
+			if err != nil {
+				lt.declProblem = "its pinned definition cannot be read back"
+				up.listed[name] = lt
+				continue
+			}
+			def = pinned
+		}
+		decl, err := tools.DeclareUpstream(up.cfg, def, u)
+		if err == nil {
+			err = u.registry.Check(decl)
+		}
+		if err != nil {
+			lt.declProblem = "it cannot be declared: " + err.Error()
+			up.listed[name] = lt
+			continue
+		}
+		up.listed[name] = lt
+		decls = append(decls, decl)
+	}
+	up.mu.Unlock()
+	return u.registry.ReplaceUpstream(up.cfg.Name, decls)
 }
 
 // examine turns a listed tool into what is pinned and declared, or says
@@ -325,12 +533,12 @@ func key(upstream, tool string) string { return upstream + "/" + tool }
 
 // pin records the definition seen: a new tool is held unless the file
 // accepts it; a changed one is held until an admin accepts it.
-func (u *Upstreams) pin(ctx context.Context, q *db.Queries, cfg tools.UpstreamConfig, lt listedTool, def json.RawMessage) (db.UpstreamTool, error) {
+func (u *Upstreams) pin(ctx context.Context, q *db.Queries, cfg tools.UpstreamConfig, lt listedTool, def json.RawMessage, trigger string) (db.UpstreamTool, error) {
 	system := auth.System(u.ws)
 	accept := slices.Contains(cfg.Accept, lt.def.Name)
 	row, err := q.InsertUpstreamTool(ctx, db.InsertUpstreamToolParams{Upstream: cfg.Name, Name: lt.def.Name, DefinitionHash: lt.hash, Definition: def, Accept: accept})
 	if err == nil {
-		data := map[string]any{"upstream": cfg.Name, "tool": lt.def.Name, "hash": lt.hash, "status": row.Status}
+		data := map[string]any{"upstream": cfg.Name, "tool": lt.def.Name, "hash": lt.hash, "status": row.Status, "trigger": trigger}
 		if accept {
 			data["accepted_by"] = "policy file"
 		}
@@ -354,10 +562,10 @@ func (u *Upstreams) pin(ctx context.Context, q *db.Queries, cfg tools.UpstreamCo
 	if row.Status == "held" {
 		action = "upstream.tool_held"
 		u.log.Warn("an upstream tool changed its definition: held until an admin accepts it", "tool", lt.def.DeclaredName(),
-			"accepted_hash", row.AcceptedHash.String, "new_hash", lt.hash)
+			"accepted_hash", row.AcceptedHash.String, "new_hash", lt.hash, "trigger", trigger)
 	}
 	return row, u.audit(ctx, q, system, action, lt.def.DeclaredName(), map[string]any{"upstream": cfg.Name, "tool": lt.def.Name,
-		"old_hash": cur.DefinitionHash, "new_hash": lt.hash, "accepted_hash": row.AcceptedHash.String, "status": row.Status})
+		"old_hash": cur.DefinitionHash, "new_hash": lt.hash, "accepted_hash": row.AcceptedHash.String, "status": row.Status, "trigger": trigger})
 }
 
 func (u *Upstreams) audit(ctx context.Context, q *db.Queries, p auth.Principal, action, tool string, data map[string]any) error {
@@ -368,29 +576,41 @@ func (u *Upstreams) audit(ctx context.Context, q *db.Queries, p auth.Principal, 
 }
 
 // Accepted reports, from what this instance last read, whether hash is
-// the accepted definition of the tool (tools.Forwarder).
+// the tool's accepted definition (tools.Forwarder). Whether it is still
+// the live one is Forward's question, asked with no transaction open just
+// before the call goes out, so a drifted tool's call fails saying what
+// drifted rather than as a call that cannot be classified.
 func (u *Upstreams) Accepted(upstream, tool, hash string) bool {
 	u.mu.RLock()
 	defer u.mu.RUnlock()
-	return hash != "" && u.pins[key(upstream, tool)] == hash
+	return hash != "" && u.pins[key(upstream, tool)].hash == hash
 }
 
-// declaredHash is the definition this instance declared the tool from.
-func (u *Upstreams) declaredHash(upstream, tool string) (string, bool) {
+// live is the tool as the upstream listed it last; false when it did not
+// list it, or listed it in a form that cannot be offered.
+func (u *Upstreams) live(upstream, tool string) (listedTool, bool) {
 	up, ok := u.byName[upstream]
 	if !ok {
-		return "", false
+		return listedTool{}, false
 	}
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	lt, ok := up.listed[tool]
-	return lt.hash, ok && lt.problem == ""
+	return lt, ok && lt.problem == ""
 }
 
-// checkPin reads the tool's pin now: the call may go on only if the
-// definition declared here is the one listed last and the one accepted.
+// checkPin reads the tool's pin now and compares it with the live
+// definition (the upstream's, as last listed): the call may go on only if
+// they are one, the database saw no other since, and (when hash is given)
+// the declaration the call was proposed under is that one too. No call is
+// made to the upstream. A pin another instance accepted meanwhile is
+// declared here at once.
 func (u *Upstreams) checkPin(ctx context.Context, upstream, tool, hash string) error {
 	declared := upstream + "." + tool
+	lt, ok := u.live(upstream, tool)
+	if !ok {
+		return apperr.Errorf(apperr.EFORBIDDEN, "%s is not available: its upstream no longer lists it.", declared)
+	}
 	row, err := u.q.GetUpstreamTool(ctx, db.GetUpstreamToolParams{Upstream: upstream, Name: tool})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return apperr.Errorf(apperr.EFORBIDDEN, "%s is held: Gatehouse has no record of its definition; an admin refreshes the upstream at /admin/upstreams.", declared)
@@ -398,20 +618,70 @@ func (u *Upstreams) checkPin(ctx context.Context, upstream, tool, hash string) e
 	if err != nil {
 		return fmt.Errorf("mcp: read pin %s: %w", declared, err)
 	}
+	p := pinOf(row)
 	u.mu.Lock()
-	u.pins[key(upstream, tool)] = row.AcceptedHash.String
+	changed := u.pins[key(upstream, tool)].hash != p.hash
+	u.pins[key(upstream, tool)] = p
 	u.mu.Unlock()
+	if changed {
+		if err := u.declare(u.byName[upstream]); err != nil {
+			return err
+		}
+	}
 	held := &apperr.Error{Code: apperr.EFORBIDDEN, Extra: map[string]any{"upstream_tool_status": "held"}}
 	switch {
 	case !row.AcceptedHash.Valid:
 		held.Message = fmt.Sprintf("%s is held: no admin has accepted its definition yet. An admin reviews and accepts it at /admin/upstreams; until then it cannot be called.", declared)
-	case row.DefinitionHash != hash || row.AcceptedHash.String != hash:
-		held.Message = fmt.Sprintf("%s is held: its definition (description, input schema or annotations) changed upstream since an admin accepted it. "+
-			"An admin reviews the difference and accepts it at /admin/upstreams; until then it cannot be called.", declared)
+	case lt.hash != p.hash:
+		live, _ := lt.def.Definition()
+		held.Message = driftMessage(declared, changedParts(p.def, live), p.hash, lt.hash, "")
+		held.Extra["pinned_hash"], held.Extra["live_hash"] = p.hash, lt.hash
+	case row.Status != "accepted":
+		// Another instance listed a definition this one has not seen.
+		held.Message = driftMessage(declared, changedParts(p.def, row.Definition), p.hash, row.DefinitionHash, " (as another Gatehouse instance listed it)")
+		held.Extra["pinned_hash"], held.Extra["live_hash"] = p.hash, row.DefinitionHash
+	case hash != "" && hash != p.hash:
+		held.Message = fmt.Sprintf("%s changed since this call was proposed: the definition it was proposed under is no longer the accepted one, so it does not run. Propose the call again.", declared)
 	default:
 		return nil
 	}
 	return held
+}
+
+// driftMessage says that a tool is held because its live definition is
+// not its pin, and what differs.
+func driftMessage(declared, parts string, pinned, live, where string) string {
+	return fmt.Sprintf("%s is held: its %s changed upstream since an admin accepted it%s (pinned definition %s, live definition %s). "+
+		"An admin reviews the difference and accepts it at /admin/upstreams; until then it cannot be called.", declared, parts, where, short(pinned), short(live))
+}
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12] + "…"
+	}
+	return hash
+}
+
+// changedParts names what differs between two definitions ("description
+// and input schema"); "definition" when it cannot tell.
+func changedParts(a, b json.RawMessage) string {
+	var x, y map[string]any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return "definition"
+	}
+	var parts []string
+	for _, f := range []struct{ key, name string }{{"name", "name"}, {"title", "title"}, {"description", "description"}, {"inputSchema", "input schema"}, {"annotations", "annotations"}} {
+		if !reflect.DeepEqual(x[f.key], y[f.key]) {
+			parts = append(parts, f.name)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return "definition"
+	case 1:
+		return parts[0]
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 // Callable says whether an upstream tool may be called now, with a reason
@@ -420,18 +690,17 @@ func (u *Upstreams) Callable(ctx context.Context, t *tools.Tool) error {
 	if u == nil || t.Upstream == "" {
 		return nil
 	}
-	name := strings.TrimPrefix(t.Name, t.Upstream+".")
-	hash, ok := u.declaredHash(t.Upstream, name)
-	if !ok {
-		return apperr.Errorf(apperr.EFORBIDDEN, "%s is not available: its upstream no longer lists it.", t.Name)
-	}
-	return u.checkPin(ctx, t.Upstream, name, hash)
+	return u.checkPin(ctx, t.Upstream, strings.TrimPrefix(t.Name, t.Upstream+"."), "")
 }
 
-// Forward calls an upstream tool (tools.Forwarder): the pin is read again,
-// then the call goes to the upstream with exactly args, under ctx's
-// deadline. An upstream that answers with an error, does not answer in
-// time or cannot be reached fails the call, saying which.
+// Forward calls an upstream tool (tools.Forwarder): the pin is read again
+// and compared with the live definition, then the call goes to the
+// upstream with exactly args, under ctx's deadline. While the live
+// definitions may be stale (a list_changed whose listing has not finished,
+// a new connection, on which a change may have gone unheard) the tools are
+// listed first and the pin checked again. An upstream that answers with an
+// error, does not answer in time or cannot be reached fails the call,
+// saying which.
 func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, error) {
 	up, ok := u.byName[upstream]
 	if !ok {
@@ -440,7 +709,16 @@ func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, ar
 	if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
 		return nil, err
 	}
-	s, err := u.session(ctx, up)
+	relisted, err := u.catchUp(ctx, up)
+	if err == nil && relisted {
+		if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
+			return nil, err
+		}
+	}
+	var s *sdk.ClientSession
+	if err == nil {
+		s, err = u.session(ctx, up)
+	}
 	if err != nil {
 		u.log.Warn("upstream unreachable", "upstream", upstream, "err", err)
 		return nil, unreachable(ctx, up, err)
@@ -546,7 +824,10 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 		return fmt.Errorf("mcp: commit accept: %w", err)
 	}
 	u.mu.Lock()
-	u.pins[key(upstream, tool)] = hash
+	u.pins[key(upstream, tool)] = pinOf(row)
 	u.mu.Unlock()
+	if up, ok := u.byName[upstream]; ok {
+		return u.declare(up)
+	}
 	return nil
 }

@@ -28,6 +28,8 @@ import (
 const (
 	ClassToolCallLocal    = "tool.call.local"
 	ClassToolCallExternal = "tool.call.external"
+	// ClassReadContext is the class of upstream reads.
+	ClassReadContext = "read.context"
 )
 
 // Annotations are an upstream tool's hints, as it declares them; nil is
@@ -84,6 +86,31 @@ func (u UpstreamTool) DefinitionHash() (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// UpstreamToolFromDefinition reads a pinned definition (Definition's JSON,
+// as the database keeps it) back into the tool it describes. Its hash is
+// checked against hash, so what is read back is exactly what was pinned.
+func UpstreamToolFromDefinition(upstream, hash string, def json.RawMessage) (UpstreamTool, error) {
+	var d struct {
+		Name        string          `json:"name"`
+		Title       string          `json:"title"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"inputSchema"`
+		Annotations Annotations     `json:"annotations"`
+	}
+	if err := json.Unmarshal(def, &d); err != nil {
+		return UpstreamTool{}, fmt.Errorf("tools: read the pinned definition of %s: %w", upstream, err)
+	}
+	u := UpstreamTool{Upstream: upstream, Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: d.InputSchema, Annotations: d.Annotations}
+	got, err := u.DefinitionHash()
+	if err != nil {
+		return UpstreamTool{}, err
+	}
+	if got != hash {
+		return UpstreamTool{}, fmt.Errorf("tools: the pinned definition of %s does not hash to its pin", u.DeclaredName())
+	}
+	return u, nil
+}
+
 // UpstreamClass is how an upstream tool's calls are decided: the effect
 // and contract it is declared with.
 type UpstreamClass struct {
@@ -114,7 +141,9 @@ var authorityRank = map[policy.Authority]int{policy.AuthorityRead: 0, policy.Aut
 
 var riskRank = map[policy.Risk]int{policy.RiskLow: 0, policy.RiskMedium: 1, policy.RiskHigh: 2}
 
-// ClassifyUpstream decides how an upstream tool's calls are classified.
+// ClassifyUpstream decides how an upstream tool's calls are classified:
+// the stricter of what the policy file says and what the annotations
+// imply.
 //
 // Where the file is silent, the annotations decide, read as the worst case
 // where a hint is missing: not read-only → a change; destructiveHint
@@ -122,20 +151,37 @@ var riskRank = map[policy.Risk]int{policy.RiskLow: 0, policy.RiskMedium: 1, poli
 // openWorldHint missing → open world. A destructive tool is irreversible
 // and human-gated unless the file says otherwise.
 //
-// Where the file speaks, it decides, and only a hint that claims a danger
-// (destructiveHint: true, openWorldHint: true) can make the tool stricter
-// still; a hint that claims safety (readOnlyHint, idempotentHint,
-// destructiveHint: false) never loosens what the file says.
+// Where the file speaks, every hint the upstream gives (a missing hint is
+// no claim) can still make the tool stricter, never looser:
+//   - readOnlyHint: false → at least a change (the file's read becomes
+//     mutate, and its read.context a change's class);
+//   - destructiveHint: true → destructive and irreversible, even beside
+//     readOnlyHint: true: contradictory hints count as the more dangerous;
+//   - idempotentHint: false on a tool that is not read-only → not
+//     idempotent (the file's write-idempotent becomes write-non-idempotent,
+//     so an idempotency key is required);
+//   - openWorldHint: true on a change → tool.call.external where the file
+//     names tool.call.local.
+//
+// A hint that claims safety (readOnlyHint: true, destructiveHint: false,
+// idempotentHint: true, openWorldHint: false) never loosens the file.
 func ClassifyUpstream(a Annotations, o UpstreamOverride) UpstreamClass {
 	readOnly := hint(a.ReadOnly, false)
 	destructive := hint(a.Destructive, true)
 	idempotent := hint(a.Idempotent, false)
 	open := hint(a.OpenWorld, true)
+	// What the upstream claims of danger, explicitly.
+	saysWrites := a.ReadOnly != nil && !*a.ReadOnly
+	saysDestroys := a.Destructive != nil && *a.Destructive
+	saysNotIdempotent := a.Idempotent != nil && !*a.Idempotent && !readOnly
+	saysOpen := a.OpenWorld != nil && *a.OpenWorld
 
-	// The effect: the file's, or the annotations'; an explicit
-	// destructiveHint: true raises either.
+	// The effect: the annotations' where the file is silent; the file's
+	// raised by what the annotations claim where it speaks.
 	annEffect := policy.EffectMutate
 	switch {
+	case saysDestroys:
+		annEffect = policy.EffectDestructive
 	case readOnly:
 		annEffect = policy.EffectRead
 	case destructive:
@@ -144,9 +190,12 @@ func ClassifyUpstream(a Annotations, o UpstreamOverride) UpstreamClass {
 	c := UpstreamClass{Effect: annEffect, OpenWorld: open}
 	if o.Effect != "" {
 		c.Effect = o.Effect
-	}
-	if a.Destructive != nil && *a.Destructive && !readOnly {
-		c.Effect = policy.EffectDestructive
+		if saysWrites && c.Effect == policy.EffectRead {
+			c.Effect = policy.EffectMutate
+		}
+		if saysDestroys {
+			c.Effect = policy.EffectDestructive
+		}
 	}
 
 	// The authority: the file's, else from the effect and the idempotent
@@ -161,6 +210,12 @@ func ClassifyUpstream(a Annotations, o UpstreamOverride) UpstreamClass {
 	case c.Effect == policy.EffectMutate:
 		c.Authority = policy.AuthorityWriteNonIdempotent
 	default:
+		c.Authority = policy.AuthorityIrreversible
+	}
+	if saysNotIdempotent && c.Authority == policy.AuthorityWriteIdempotent {
+		c.Authority = policy.AuthorityWriteNonIdempotent
+	}
+	if saysDestroys {
 		c.Authority = policy.AuthorityIrreversible
 	}
 	fits := authorityForEffect[c.Effect]
@@ -188,16 +243,28 @@ func ClassifyUpstream(a Annotations, o UpstreamOverride) UpstreamClass {
 		}
 	}
 
-	// The action class: the file's, else from the effect and reach.
+	// The action class: the file's, else from the effect and reach. Among
+	// the classes Gatehouse gives upstream calls, the annotations may
+	// still pick a stricter one than the file's: a change the annotations
+	// made of the file's read is not read.context, and a change that says
+	// it reaches the open world is not tool.call.local.
+	change := c.Effect != policy.EffectRead
+	implied := ClassReadContext
 	switch {
-	case o.ActionClass != "":
+	case change && open:
+		implied = ClassToolCallExternal
+	case change:
+		implied = ClassToolCallLocal
+	}
+	c.ActionClass = implied
+	if o.ActionClass != "" {
 		c.ActionClass = o.ActionClass
-	case c.Effect == policy.EffectRead:
-		c.ActionClass = "read.context"
-	case open:
-		c.ActionClass = ClassToolCallExternal
-	default:
-		c.ActionClass = ClassToolCallLocal
+		switch {
+		case change && o.ActionClass == ClassReadContext && (o.Effect == "" || o.Effect == policy.EffectRead):
+			c.ActionClass = implied
+		case change && saysOpen && o.ActionClass == ClassToolCallLocal:
+			c.ActionClass = ClassToolCallExternal
+		}
 	}
 
 	c.HumanGated = c.Authority == policy.AuthorityIrreversible
@@ -218,9 +285,9 @@ type Forwarder interface {
 	// Accepted reports, from what this instance knows, whether the
 	// definition with hash is the tool's accepted one.
 	Accepted(upstream, tool, hash string) bool
-	// Forward checks the pin again and calls the tool with args, under
-	// ctx's deadline, returning the upstream's result (a CallToolResult as
-	// JSON). An error is the call's failure.
+	// Forward checks the pin against the live definition again and calls
+	// the tool with args, under ctx's deadline, returning the upstream's
+	// result (a CallToolResult as JSON). An error is the call's failure.
 	Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, error)
 }
 
@@ -230,7 +297,8 @@ type Forwarder interface {
 // transaction open, under the upstream's timeout). A call is classified
 // only while the definition is the accepted one, so a held tool's calls
 // are blocked at every decision, at propose time and at the moment of
-// effect.
+// effect; and it is forwarded only while the upstream's live definition
+// is that one too (Forward).
 func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, error) {
 	hash, err := u.DefinitionHash()
 	if err != nil {

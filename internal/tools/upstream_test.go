@@ -1,6 +1,8 @@
 package tools
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -47,6 +49,148 @@ func TestClassifyUpstream_WorstCaseAndStricterOnly(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// Every hint the upstream gives tightens what the file says, in each
+// direction docs/mcp.md promises; a missing hint is no claim.
+func TestClassifyUpstream_AHintTightensTheFile(t *testing.T) {
+	t.Parallel()
+	read := UpstreamOverride{Effect: policy.EffectRead, Authority: policy.AuthorityRead, ActionClass: ClassReadContext}
+	cases := []struct {
+		name string
+		a    Annotations
+		o    UpstreamOverride
+		want UpstreamClass
+	}{
+		{"readOnlyHint false makes the file's read a change", Annotations{ReadOnly: no(), Destructive: no(), Idempotent: yes(), OpenWorld: no()}, read,
+			UpstreamClass{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: ClassToolCallLocal}},
+		{"readOnlyHint false in the open world is an external change", Annotations{ReadOnly: no(), Destructive: no()}, UpstreamOverride{Effect: policy.EffectRead},
+			UpstreamClass{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: ClassToolCallExternal, OpenWorld: true}},
+		{"destructiveHint true makes the file's read destructive", Annotations{ReadOnly: no(), Destructive: yes(), OpenWorld: no()}, read,
+			UpstreamClass{Effect: policy.EffectDestructive, Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: ClassToolCallLocal, HumanGated: true}},
+		{"destructiveHint true beside readOnlyHint true is destructive", Annotations{ReadOnly: yes(), Destructive: yes(), OpenWorld: no()}, read,
+			UpstreamClass{Effect: policy.EffectDestructive, Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: ClassToolCallLocal, HumanGated: true}},
+		{"destructiveHint true beside readOnlyHint true, file silent", Annotations{ReadOnly: yes(), Destructive: yes(), OpenWorld: no()}, UpstreamOverride{},
+			UpstreamClass{Effect: policy.EffectDestructive, Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: ClassToolCallLocal, HumanGated: true}},
+		{"idempotentHint false makes the file's write-idempotent need a key", Annotations{ReadOnly: no(), Destructive: no(), Idempotent: no(), OpenWorld: no()},
+			UpstreamOverride{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent},
+			UpstreamClass{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: ClassToolCallLocal}},
+		{"idempotentHint false says nothing of a read-only tool", Annotations{ReadOnly: yes(), Destructive: no(), Idempotent: no(), OpenWorld: no()},
+			UpstreamOverride{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent},
+			UpstreamClass{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: ClassToolCallLocal}},
+		{"openWorldHint true makes the file's local class external", Annotations{ReadOnly: no(), Destructive: no(), Idempotent: yes(), OpenWorld: yes()},
+			UpstreamOverride{Effect: policy.EffectMutate, ActionClass: ClassToolCallLocal},
+			UpstreamClass{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: ClassToolCallExternal, OpenWorld: true}},
+		{"a missing openWorldHint leaves the file's local class", Annotations{ReadOnly: no(), Destructive: no(), Idempotent: yes()},
+			UpstreamOverride{Effect: policy.EffectMutate, ActionClass: ClassToolCallLocal},
+			UpstreamClass{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: ClassToolCallLocal, OpenWorld: true}},
+		{"no annotations at all: the file's read stands", Annotations{}, read,
+			UpstreamClass{Effect: policy.EffectRead, Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: ClassReadContext, OpenWorld: true}},
+		{"the file's risk rises with the effect a hint raised", Annotations{ReadOnly: no(), Destructive: yes(), OpenWorld: no()},
+			UpstreamOverride{Effect: policy.EffectRead, Risk: policy.RiskLow},
+			UpstreamClass{Effect: policy.EffectDestructive, Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: ClassToolCallLocal, HumanGated: true}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := ClassifyUpstream(c.a, c.o); got != c.want {
+				t.Errorf("got  %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+// For every file override and every set of hints, the class is at least
+// as strict as the file alone and as each hint given alone implies.
+func TestClassifyUpstream_TheStricterOfTheFileAndTheHints(t *testing.T) {
+	t.Parallel()
+	hints := []*bool{nil, yes(), no()}
+	var overrides []UpstreamOverride
+	for _, e := range []policy.Effect{"", policy.EffectRead, policy.EffectMutate, policy.EffectDestructive} {
+		auths := []policy.Authority{""}
+		if e == "" {
+			auths = append(auths, policy.AuthorityRead, policy.AuthorityWriteIdempotent, policy.AuthorityWriteNonIdempotent, policy.AuthorityIrreversible)
+		} else {
+			auths = append(auths, authorityForEffect[e]...)
+		}
+		for _, a := range auths {
+			for _, class := range []string{"", ClassReadContext, ClassToolCallLocal, ClassToolCallExternal} {
+				overrides = append(overrides, UpstreamOverride{Effect: e, Authority: a, ActionClass: class})
+			}
+		}
+	}
+	classRank := map[string]int{ClassReadContext: 0, ClassToolCallLocal: 1, ClassToolCallExternal: 2}
+	for _, o := range overrides {
+		for _, ro := range hints {
+			for _, d := range hints {
+				for _, i := range hints {
+					for _, w := range hints {
+						got := ClassifyUpstream(Annotations{ReadOnly: ro, Destructive: d, Idempotent: i, OpenWorld: w}, o)
+						where := fmt.Sprintf("file %+v, hints ro=%v d=%v i=%v w=%v: %+v", o, show(ro), show(d), show(i), show(w), got)
+						if o.Effect != "" && effectRank[got.Effect] < effectRank[o.Effect] {
+							t.Errorf("%s: looser than the file's effect", where)
+						}
+						if o.Authority != "" && authorityRank[got.Authority] < authorityRank[o.Authority] {
+							t.Errorf("%s: looser than the file's authority", where)
+						}
+						if ro != nil && !*ro && got.Effect == policy.EffectRead {
+							t.Errorf("%s: readOnlyHint false, yet a read", where)
+						}
+						if d != nil && *d && (got.Effect != policy.EffectDestructive || got.Authority != policy.AuthorityIrreversible) {
+							t.Errorf("%s: destructiveHint true, yet not destructive and irreversible", where)
+						}
+						if i != nil && !*i && (ro == nil || !*ro) && got.Effect != policy.EffectRead && got.Authority == policy.AuthorityWriteIdempotent {
+							t.Errorf("%s: idempotentHint false, yet write-idempotent", where)
+						}
+						if w != nil && *w && got.Effect != policy.EffectRead && got.ActionClass == ClassToolCallLocal {
+							t.Errorf("%s: openWorldHint true, yet tool.call.local", where)
+						}
+						if got.Effect != policy.EffectRead && got.ActionClass == ClassReadContext && o.Effect != policy.EffectMutate && o.Effect != policy.EffectDestructive {
+							t.Errorf("%s: a change the annotations made is classed read.context", where)
+						}
+						if r, ok := classRank[o.ActionClass]; ok && got.Effect != policy.EffectRead && o.Effect != policy.EffectMutate && o.Effect != policy.EffectDestructive && classRank[got.ActionClass] < r {
+							t.Errorf("%s: a looser class than the file's", where)
+						}
+						if !slices.Contains(authorityForEffect[got.Effect], got.Authority) {
+							t.Errorf("%s: authority does not fit the effect", where)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func show(b *bool) string {
+	if b == nil {
+		return "missing"
+	}
+	return fmt.Sprint(*b)
+}
+
+// A pinned definition, as the database keeps it (jsonb reorders keys),
+// reads back into the tool it describes, checked against its pin.
+func TestUpstreamToolFromDefinition_ReadsBackWhatWasPinned(t *testing.T) {
+	t.Parallel()
+	u := UpstreamTool{Upstream: "files", Name: "greet", Title: "Greet", Description: "Say hello.", InputSchema: []byte(`{"type":"object","properties":{"name":{"type":"string"}}}`),
+		Annotations: Annotations{ReadOnly: yes(), Destructive: no(), OpenWorld: no()}}
+	def, err := u.Definition()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, _ := u.DefinitionHash()
+	var v any
+	json.Unmarshal(def, &v)
+	reordered, _ := json.MarshalIndent(v, "", "  ")
+	got, err := UpstreamToolFromDefinition("files", hash, reordered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := got.DefinitionHash(); h != hash || got.Description != "Say hello." || *got.Annotations.ReadOnly != true || got.Title != "Greet" {
+		t.Fatalf("read back %+v (%s)", got, h)
+	}
+	if _, err := UpstreamToolFromDefinition("files", strings.Repeat("0", 64), def); err == nil {
+		t.Fatal("a definition that does not hash to its pin was read back")
 	}
 }
 
