@@ -15,10 +15,11 @@ import (
 )
 
 const addApprovalVote = `-- name: AddApprovalVote :execrows
-INSERT INTO approval_votes (approval_id, user_id, constraints) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING
+INSERT INTO approval_votes (workspace_id, approval_id, user_id, constraints) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
 `
 
 type AddApprovalVoteParams struct {
+	WorkspaceID uuid.UUID
 	ApprovalID  uuid.UUID
 	UserID      uuid.UUID
 	Constraints json.RawMessage
@@ -26,7 +27,12 @@ type AddApprovalVoteParams struct {
 
 // A second vote by the same person changes nothing.
 func (q *Queries) AddApprovalVote(ctx context.Context, arg AddApprovalVoteParams) (int64, error) {
-	result, err := q.db.Exec(ctx, addApprovalVote, arg.ApprovalID, arg.UserID, arg.Constraints)
+	result, err := q.db.Exec(ctx, addApprovalVote,
+		arg.WorkspaceID,
+		arg.ApprovalID,
+		arg.UserID,
+		arg.Constraints,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +69,7 @@ CROSS JOIN LATERAL (
         ) a
         LEFT JOIN LATERAL (
             SELECT x.tool, x.action_class, x.risk::text AS risk FROM proposals x
-            WHERE x.id = a.proposal_id
+            WHERE x.id = a.proposal_id AND x.workspace_id = $5
               AND (c.status = $7::text OR $1 <> '' OR $3 <> '' OR $4 <> '')
             LIMIT 1
         ) p ON true
@@ -143,7 +149,7 @@ SELECT count(*) FROM (
         ORDER BY q.expires_at, q.id
         LIMIT $2
     ) a
-    CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id LIMIT 1) p
+    CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id AND x.workspace_id = $1 LIMIT 1) p
     WHERE a.approver_role = ANY ($3::text[]) AND p.proposed_by_user_id <> $4::uuid
     LIMIT $5
 ) s
@@ -249,7 +255,7 @@ SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requir
        p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email
 FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 JOIN users u ON u.id = p.proposed_by_user_id
 LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
@@ -343,11 +349,16 @@ func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailPa
 }
 
 const getApprovalForProposal = `-- name: GetApprovalForProposal :one
-SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at FROM approvals WHERE proposal_id = $1
+SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at FROM approvals WHERE proposal_id = $1 AND workspace_id = $2
 `
 
-func (q *Queries) GetApprovalForProposal(ctx context.Context, proposalID uuid.UUID) (Approval, error) {
-	row := q.db.QueryRow(ctx, getApprovalForProposal, proposalID)
+type GetApprovalForProposalParams struct {
+	ProposalID  uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+func (q *Queries) GetApprovalForProposal(ctx context.Context, arg GetApprovalForProposalParams) (Approval, error) {
+	row := q.db.QueryRow(ctx, getApprovalForProposal, arg.ProposalID, arg.WorkspaceID)
 	var i Approval
 	err := row.Scan(
 		&i.ID,
@@ -445,8 +456,13 @@ func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) 
 }
 
 const listApprovalVotes = `-- name: ListApprovalVotes :many
-SELECT user_id, constraints FROM approval_votes WHERE approval_id = $1 ORDER BY created_at
+SELECT user_id, constraints FROM approval_votes WHERE workspace_id = $1 AND approval_id = $2 ORDER BY created_at
 `
+
+type ListApprovalVotesParams struct {
+	WorkspaceID uuid.UUID
+	ApprovalID  uuid.UUID
+}
 
 type ListApprovalVotesRow struct {
 	UserID      uuid.UUID
@@ -454,8 +470,8 @@ type ListApprovalVotesRow struct {
 }
 
 // Who approved, with the constraints each attached.
-func (q *Queries) ListApprovalVotes(ctx context.Context, approvalID uuid.UUID) ([]ListApprovalVotesRow, error) {
-	rows, err := q.db.Query(ctx, listApprovalVotes, approvalID)
+func (q *Queries) ListApprovalVotes(ctx context.Context, arg ListApprovalVotesParams) ([]ListApprovalVotesRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalVotes, arg.WorkspaceID, arg.ApprovalID)
 	if err != nil {
 		return nil, err
 	}
@@ -477,8 +493,13 @@ func (q *Queries) ListApprovalVotes(ctx context.Context, approvalID uuid.UUID) (
 const listApprovalVotesDetail = `-- name: ListApprovalVotesDetail :many
 SELECT v.user_id, u.email, v.created_at FROM approval_votes v
 JOIN users u ON u.id = v.user_id
-WHERE v.approval_id = $1 ORDER BY v.created_at, u.email
+WHERE v.workspace_id = $1 AND v.approval_id = $2 ORDER BY v.created_at, u.email
 `
+
+type ListApprovalVotesDetailParams struct {
+	WorkspaceID uuid.UUID
+	ApprovalID  uuid.UUID
+}
 
 type ListApprovalVotesDetailRow struct {
 	UserID    uuid.UUID
@@ -487,8 +508,8 @@ type ListApprovalVotesDetailRow struct {
 }
 
 // The votes so far, for the approver: who and when.
-func (q *Queries) ListApprovalVotesDetail(ctx context.Context, approvalID uuid.UUID) ([]ListApprovalVotesDetailRow, error) {
-	rows, err := q.db.Query(ctx, listApprovalVotesDetail, approvalID)
+func (q *Queries) ListApprovalVotesDetail(ctx context.Context, arg ListApprovalVotesDetailParams) ([]ListApprovalVotesDetailRow, error) {
+	rows, err := q.db.Query(ctx, listApprovalVotesDetail, arg.WorkspaceID, arg.ApprovalID)
 	if err != nil {
 		return nil, err
 	}
@@ -511,9 +532,9 @@ const listApprovalsByID = `-- name: ListApprovalsByID :many
 SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
-       (SELECT count(*) FROM approval_votes v WHERE v.approval_id = a.id) AS votes
+       (SELECT count(*) FROM approval_votes v WHERE v.workspace_id = a.workspace_id AND v.approval_id = a.id) AS votes
 FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 JOIN users u ON u.id = p.proposed_by_user_id
 LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
@@ -631,7 +652,7 @@ FROM (
     -- call's tool, class or risk.
     LEFT JOIN LATERAL (
         SELECT c.tool, c.action_class, c.risk FROM proposals c
-        WHERE c.id = a.proposal_id AND ($3 <> '' OR $4 <> '' OR $5 <> '')
+        WHERE c.id = a.proposal_id AND c.workspace_id = $6 AND ($3 <> '' OR $4 <> '' OR $5 <> '')
         LIMIT 1
     ) p ON true
 ) s
@@ -716,7 +737,7 @@ FROM (
     -- call's tool, class or risk.
     LEFT JOIN LATERAL (
         SELECT c.tool, c.action_class, c.risk FROM proposals c
-        WHERE c.id = a.proposal_id AND ($3 <> '' OR $4 <> '' OR $5 <> '')
+        WHERE c.id = a.proposal_id AND c.workspace_id = $6 AND ($3 <> '' OR $4 <> '' OR $5 <> '')
         LIMIT 1
     ) p ON true
 ) s
@@ -805,7 +826,7 @@ FROM (
     -- call's tool, class or risk.
     LEFT JOIN LATERAL (
         SELECT c.tool, c.action_class, c.risk FROM proposals c
-        WHERE c.id = a.proposal_id AND ($3 <> '' OR $4 <> '' OR $5 <> '')
+        WHERE c.id = a.proposal_id AND c.workspace_id = $6 AND ($3 <> '' OR $4 <> '' OR $5 <> '')
         LIMIT 1
     ) p ON true
 ) s
@@ -1065,19 +1086,24 @@ func (q *Queries) ReconcileRejectedOrExpired(ctx context.Context) ([]ReconcileRe
 }
 
 const requireWitness = `-- name: RequireWitness :exec
-UPDATE approvals SET requires_witness = true WHERE id = $1
+UPDATE approvals SET requires_witness = true WHERE id = $1 AND workspace_id = $2
 `
 
+type RequireWitnessParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
 // An approver asked for a second pair of eyes.
-func (q *Queries) RequireWitness(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, requireWitness, id)
+func (q *Queries) RequireWitness(ctx context.Context, arg RequireWitnessParams) error {
+	_, err := q.db.Exec(ctx, requireWitness, arg.ID, arg.WorkspaceID)
 	return err
 }
 
 const resolveApproval = `-- name: ResolveApproval :one
 UPDATE approvals SET status = $1, constraints = $2, rejection_reason = $3,
        resolved_by = $4, resolved_at = now()
-WHERE id = $5 AND status = 'pending' AND expires_at > now()
+WHERE id = $5 AND workspace_id = $6 AND status = 'pending' AND expires_at > now()
 RETURNING id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at
 `
 
@@ -1087,6 +1113,7 @@ type ResolveApprovalParams struct {
 	RejectionReason pgtype.Text
 	ResolvedBy      uuid.NullUUID
 	ID              uuid.UUID
+	WorkspaceID     uuid.UUID
 }
 
 // pending → approved | rejected: of concurrent approvers exactly one wins.
@@ -1097,6 +1124,7 @@ func (q *Queries) ResolveApproval(ctx context.Context, arg ResolveApprovalParams
 		arg.RejectionReason,
 		arg.ResolvedBy,
 		arg.ID,
+		arg.WorkspaceID,
 	)
 	var i Approval
 	err := row.Scan(

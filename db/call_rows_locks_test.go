@@ -47,9 +47,9 @@ const writeAlongside = `
 		INSERT INTO receipts (workspace_id, kind, proposal_id, content, content_hash, metadata)
 		VALUES ($1, 'execution', $5, '{}', sha256('{}'::bytea), '{}')
 	), l AS (
-		INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id) VALUES ($4, 'tool', 'records.put', $5, $2)
+		INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id) VALUES ($1, $4, 'tool', 'records.put', $5, $2)
 	)
-	INSERT INTO messages (conversation_id, role, content, author_user_id) VALUES ($4, 'user', 'hello', $6)`
+	INSERT INTO messages (workspace_id, conversation_id, role, content, author_user_id) VALUES ($1, $4, 'user', 'hello', $6)`
 
 // The rows written with a call besides its proposal (audit rows, receipt,
 // transcript line) lock nothing they name: while another transaction

@@ -55,8 +55,8 @@ WHERE t.id = (
     SELECT c.id FROM chat_turns c
     WHERE c.state IN ('running', 'waiting') AND (c.lease_until IS NULL OR c.lease_until < now())
       AND (c.state = 'running' OR NOT EXISTS (
-          SELECT 1 FROM chat_tool_calls k JOIN proposals p ON p.id = k.proposal_id
-          WHERE k.turn_id = c.id AND k.outcome IS NULL AND p.status IN ('pending', 'pending_approval', 'applying')))
+          SELECT 1 FROM chat_tool_calls k JOIN proposals p ON p.id = k.proposal_id AND p.workspace_id = k.workspace_id
+          WHERE k.workspace_id = c.workspace_id AND k.turn_id = c.id AND k.outcome IS NULL AND p.status IN ('pending', 'pending_approval', 'applying')))
     ORDER BY c.updated_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
@@ -100,8 +100,13 @@ func (q *Queries) ClaimTurn(ctx context.Context, arg ClaimTurnParams) (ChatTurn,
 
 const conversationTokens = `-- name: ConversationTokens :one
 SELECT coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens, coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens
-FROM chat_turns WHERE conversation_id = $1
+FROM chat_turns WHERE workspace_id = $1 AND conversation_id = $2
 `
+
+type ConversationTokensParams struct {
+	WorkspaceID    uuid.UUID
+	ConversationID uuid.UUID
+}
 
 type ConversationTokensRow struct {
 	PromptTokens     int64
@@ -109,19 +114,24 @@ type ConversationTokensRow struct {
 }
 
 // Prompt and completion tokens of every turn in the conversation.
-func (q *Queries) ConversationTokens(ctx context.Context, conversationID uuid.UUID) (ConversationTokensRow, error) {
-	row := q.db.QueryRow(ctx, conversationTokens, conversationID)
+func (q *Queries) ConversationTokens(ctx context.Context, arg ConversationTokensParams) (ConversationTokensRow, error) {
+	row := q.db.QueryRow(ctx, conversationTokens, arg.WorkspaceID, arg.ConversationID)
 	var i ConversationTokensRow
 	err := row.Scan(&i.PromptTokens, &i.CompletionTokens)
 	return i, err
 }
 
 const countToolCalls = `-- name: CountToolCalls :one
-SELECT count(*) FROM chat_tool_calls WHERE turn_id = $1
+SELECT count(*) FROM chat_tool_calls WHERE workspace_id = $1 AND turn_id = $2
 `
 
-func (q *Queries) CountToolCalls(ctx context.Context, turnID uuid.UUID) (int64, error) {
-	row := q.db.QueryRow(ctx, countToolCalls, turnID)
+type CountToolCallsParams struct {
+	WorkspaceID uuid.UUID
+	TurnID      uuid.UUID
+}
+
+func (q *Queries) CountToolCalls(ctx context.Context, arg CountToolCallsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countToolCalls, arg.WorkspaceID, arg.TurnID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -154,12 +164,17 @@ func (q *Queries) CreateModelAgentToken(ctx context.Context, arg CreateModelAgen
 }
 
 const expireLease = `-- name: ExpireLease :exec
-UPDATE chat_turns SET lease_until = now() - interval '1 second' WHERE id = $1
+UPDATE chat_turns SET lease_until = now() - interval '1 second' WHERE id = $1 AND workspace_id = $2
 `
 
+type ExpireLeaseParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
 // For tests: the turn's instance is gone.
-func (q *Queries) ExpireLease(ctx context.Context, id uuid.UUID) error {
-	_, err := q.db.Exec(ctx, expireLease, id)
+func (q *Queries) ExpireLease(ctx context.Context, arg ExpireLeaseParams) error {
+	_, err := q.db.Exec(ctx, expireLease, arg.ID, arg.WorkspaceID)
 	return err
 }
 
@@ -244,11 +259,16 @@ func (q *Queries) GetOwnedTurn(ctx context.Context, arg GetOwnedTurnParams) (Cha
 }
 
 const getTurn = `-- name: GetTurn :one
-SELECT id, workspace_id, conversation_id, owner_id, agent_token_id, model, state, messages, streaming, model_requests, prompt_tokens, completion_tokens, error, lease_owner, lease_until, created_at, updated_at, finished_at FROM chat_turns WHERE id = $1
+SELECT id, workspace_id, conversation_id, owner_id, agent_token_id, model, state, messages, streaming, model_requests, prompt_tokens, completion_tokens, error, lease_owner, lease_until, created_at, updated_at, finished_at FROM chat_turns WHERE id = $1 AND workspace_id = $2
 `
 
-func (q *Queries) GetTurn(ctx context.Context, id uuid.UUID) (ChatTurn, error) {
-	row := q.db.QueryRow(ctx, getTurn, id)
+type GetTurnParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+func (q *Queries) GetTurn(ctx context.Context, arg GetTurnParams) (ChatTurn, error) {
+	row := q.db.QueryRow(ctx, getTurn, arg.ID, arg.WorkspaceID)
 	var i ChatTurn
 	err := row.Scan(
 		&i.ID,
@@ -274,10 +294,11 @@ func (q *Queries) GetTurn(ctx context.Context, id uuid.UUID) (ChatTurn, error) {
 }
 
 const insertChatMessage = `-- name: InsertChatMessage :one
-INSERT INTO messages (conversation_id, role, content, author_user_id) VALUES ($1, $2, $3, $4) RETURNING id, conversation_id, role, content, proposal_id, author_user_id, created_at
+INSERT INTO messages (workspace_id, conversation_id, role, content, author_user_id) VALUES ($1, $2, $3, $4, $5) RETURNING id, conversation_id, role, content, proposal_id, author_user_id, created_at, workspace_id
 `
 
 type InsertChatMessageParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.UUID
 	Role           string
 	Content        string
@@ -286,6 +307,7 @@ type InsertChatMessageParams struct {
 
 func (q *Queries) InsertChatMessage(ctx context.Context, arg InsertChatMessageParams) (Message, error) {
 	row := q.db.QueryRow(ctx, insertChatMessage,
+		arg.WorkspaceID,
 		arg.ConversationID,
 		arg.Role,
 		arg.Content,
@@ -300,26 +322,29 @@ func (q *Queries) InsertChatMessage(ctx context.Context, arg InsertChatMessagePa
 		&i.ProposalID,
 		&i.AuthorUserID,
 		&i.CreatedAt,
+		&i.WorkspaceID,
 	)
 	return i, err
 }
 
 const insertToolCall = `-- name: InsertToolCall :exec
-INSERT INTO chat_tool_calls (turn_id, tool_call_id, seq, tool, proposal_id, outcome) VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (turn_id, tool_call_id) DO NOTHING
+INSERT INTO chat_tool_calls (workspace_id, turn_id, tool_call_id, seq, tool, proposal_id, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (workspace_id, turn_id, tool_call_id) DO NOTHING
 `
 
 type InsertToolCallParams struct {
-	TurnID     uuid.UUID
-	ToolCallID string
-	Seq        int32
-	Tool       string
-	ProposalID uuid.NullUUID
-	Outcome    []byte
+	WorkspaceID uuid.UUID
+	TurnID      uuid.UUID
+	ToolCallID  string
+	Seq         int32
+	Tool        string
+	ProposalID  uuid.NullUUID
+	Outcome     []byte
 }
 
 func (q *Queries) InsertToolCall(ctx context.Context, arg InsertToolCallParams) error {
 	_, err := q.db.Exec(ctx, insertToolCall,
+		arg.WorkspaceID,
 		arg.TurnID,
 		arg.ToolCallID,
 		arg.Seq,
@@ -383,11 +408,16 @@ func (q *Queries) InsertTurn(ctx context.Context, arg InsertTurnParams) (ChatTur
 }
 
 const latestTurn = `-- name: LatestTurn :one
-SELECT id, workspace_id, conversation_id, owner_id, agent_token_id, model, state, messages, streaming, model_requests, prompt_tokens, completion_tokens, error, lease_owner, lease_until, created_at, updated_at, finished_at FROM chat_turns WHERE conversation_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1
+SELECT id, workspace_id, conversation_id, owner_id, agent_token_id, model, state, messages, streaming, model_requests, prompt_tokens, completion_tokens, error, lease_owner, lease_until, created_at, updated_at, finished_at FROM chat_turns WHERE workspace_id = $1 AND conversation_id = $2 ORDER BY created_at DESC, id DESC LIMIT 1
 `
 
-func (q *Queries) LatestTurn(ctx context.Context, conversationID uuid.UUID) (ChatTurn, error) {
-	row := q.db.QueryRow(ctx, latestTurn, conversationID)
+type LatestTurnParams struct {
+	WorkspaceID    uuid.UUID
+	ConversationID uuid.UUID
+}
+
+func (q *Queries) LatestTurn(ctx context.Context, arg LatestTurnParams) (ChatTurn, error) {
+	row := q.db.QueryRow(ctx, latestTurn, arg.WorkspaceID, arg.ConversationID)
 	var i ChatTurn
 	err := row.Scan(
 		&i.ID,
@@ -415,9 +445,14 @@ func (q *Queries) LatestTurn(ctx context.Context, conversationID uuid.UUID) (Cha
 const listToolCalls = `-- name: ListToolCalls :many
 SELECT k.tool_call_id, k.seq, k.tool, k.proposal_id, k.outcome,
        p.status AS proposal_status, p.result AS proposal_result, p.error AS proposal_error, p.rejection_reason AS proposal_rejection_reason
-FROM chat_tool_calls k LEFT JOIN proposals p ON p.id = k.proposal_id
-WHERE k.turn_id = $1 ORDER BY k.seq
+FROM chat_tool_calls k LEFT JOIN proposals p ON p.id = k.proposal_id AND p.workspace_id = k.workspace_id
+WHERE k.workspace_id = $1 AND k.turn_id = $2 ORDER BY k.seq
 `
+
+type ListToolCallsParams struct {
+	WorkspaceID uuid.UUID
+	TurnID      uuid.UUID
+}
 
 type ListToolCallsRow struct {
 	ToolCallID              string
@@ -432,8 +467,8 @@ type ListToolCallsRow struct {
 }
 
 // A turn's calls and their proposals as they are now.
-func (q *Queries) ListToolCalls(ctx context.Context, turnID uuid.UUID) ([]ListToolCallsRow, error) {
-	rows, err := q.db.Query(ctx, listToolCalls, turnID)
+func (q *Queries) ListToolCalls(ctx context.Context, arg ListToolCallsParams) ([]ListToolCallsRow, error) {
+	rows, err := q.db.Query(ctx, listToolCalls, arg.WorkspaceID, arg.TurnID)
 	if err != nil {
 		return nil, err
 	}
@@ -486,18 +521,24 @@ func (q *Queries) OwnedConversation(ctx context.Context, arg OwnedConversationPa
 
 const postponeTurn = `-- name: PostponeTurn :exec
 UPDATE chat_turns SET lease_until = now() + $2::interval
-WHERE id = $1 AND lease_owner = $3 AND state = 'running'
+WHERE id = $1 AND workspace_id = $3 AND lease_owner = $4 AND state = 'running'
 `
 
 type PostponeTurnParams struct {
-	ID    uuid.UUID
-	Lease pgtype.Interval
-	Owner pgtype.Text
+	ID          uuid.UUID
+	Lease       pgtype.Interval
+	WorkspaceID uuid.UUID
+	Owner       pgtype.Text
 }
 
 // The turn cannot go on now: any instance resumes it after the interval.
 func (q *Queries) PostponeTurn(ctx context.Context, arg PostponeTurnParams) error {
-	_, err := q.db.Exec(ctx, postponeTurn, arg.ID, arg.Lease, arg.Owner)
+	_, err := q.db.Exec(ctx, postponeTurn,
+		arg.ID,
+		arg.Lease,
+		arg.WorkspaceID,
+		arg.Owner,
+	)
 	return err
 }
 
@@ -513,18 +554,24 @@ func (q *Queries) ReleaseLeases(ctx context.Context, leaseOwner pgtype.Text) err
 
 const renewLease = `-- name: RenewLease :execrows
 UPDATE chat_turns SET lease_until = now() + $2::interval
-WHERE id = $1 AND lease_owner = $3 AND state = 'running'
+WHERE id = $1 AND workspace_id = $3 AND lease_owner = $4 AND state = 'running'
 `
 
 type RenewLeaseParams struct {
-	ID    uuid.UUID
-	Lease pgtype.Interval
-	Owner pgtype.Text
+	ID          uuid.UUID
+	Lease       pgtype.Interval
+	WorkspaceID uuid.UUID
+	Owner       pgtype.Text
 }
 
 // Keeps the turn this instance's; no row: it was stopped or taken over.
 func (q *Queries) RenewLease(ctx context.Context, arg RenewLeaseParams) (int64, error) {
-	result, err := q.db.Exec(ctx, renewLease, arg.ID, arg.Lease, arg.Owner)
+	result, err := q.db.Exec(ctx, renewLease,
+		arg.ID,
+		arg.Lease,
+		arg.WorkspaceID,
+		arg.Owner,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -537,7 +584,7 @@ UPDATE chat_turns SET messages = $2, streaming = '', prompt_tokens = $3, complet
     lease_owner = CASE WHEN $6::text = 'running' THEN lease_owner END,
     lease_until = CASE WHEN $6::text = 'running' THEN lease_until END,
     finished_at = CASE WHEN $6::text IN ('done', 'failed', 'stopped') THEN now() END
-WHERE id = $1 AND lease_owner = $8 AND state = 'running'
+WHERE id = $1 AND workspace_id = $8 AND lease_owner = $9 AND state = 'running'
 `
 
 type SaveTurnParams struct {
@@ -548,6 +595,7 @@ type SaveTurnParams struct {
 	ModelRequests    int32
 	State            string
 	Error            pgtype.Text
+	WorkspaceID      uuid.UUID
 	Owner            pgtype.Text
 }
 
@@ -561,6 +609,7 @@ func (q *Queries) SaveTurn(ctx context.Context, arg SaveTurnParams) (int64, erro
 		arg.ModelRequests,
 		arg.State,
 		arg.Error,
+		arg.WorkspaceID,
 		arg.Owner,
 	)
 	if err != nil {
@@ -571,14 +620,15 @@ func (q *Queries) SaveTurn(ctx context.Context, arg SaveTurnParams) (int64, erro
 
 const setStreaming = `-- name: SetStreaming :execrows
 UPDATE chat_turns SET streaming = $2, lease_until = now() + $3::interval, updated_at = now()
-WHERE id = $1 AND lease_owner = $4 AND state = 'running'
+WHERE id = $1 AND workspace_id = $4 AND lease_owner = $5 AND state = 'running'
 `
 
 type SetStreamingParams struct {
-	ID        uuid.UUID
-	Streaming string
-	Lease     pgtype.Interval
-	Owner     pgtype.Text
+	ID          uuid.UUID
+	Streaming   string
+	Lease       pgtype.Interval
+	WorkspaceID uuid.UUID
+	Owner       pgtype.Text
 }
 
 func (q *Queries) SetStreaming(ctx context.Context, arg SetStreamingParams) (int64, error) {
@@ -586,6 +636,7 @@ func (q *Queries) SetStreaming(ctx context.Context, arg SetStreamingParams) (int
 		arg.ID,
 		arg.Streaming,
 		arg.Lease,
+		arg.WorkspaceID,
 		arg.Owner,
 	)
 	if err != nil {
@@ -596,17 +647,18 @@ func (q *Queries) SetStreaming(ctx context.Context, arg SetStreamingParams) (int
 
 const stopTurn = `-- name: StopTurn :one
 UPDATE chat_turns SET state = 'stopped', error = $2, lease_owner = NULL, lease_until = NULL, updated_at = now(), finished_at = now()
-WHERE id = $1 AND state IN ('running', 'waiting')
+WHERE id = $1 AND workspace_id = $3 AND state IN ('running', 'waiting')
 RETURNING id, workspace_id, conversation_id, owner_id, agent_token_id, model, state, messages, streaming, model_requests, prompt_tokens, completion_tokens, error, lease_owner, lease_until, created_at, updated_at, finished_at
 `
 
 type StopTurnParams struct {
-	ID    uuid.UUID
-	Error pgtype.Text
+	ID          uuid.UUID
+	Error       pgtype.Text
+	WorkspaceID uuid.UUID
 }
 
 func (q *Queries) StopTurn(ctx context.Context, arg StopTurnParams) (ChatTurn, error) {
-	row := q.db.QueryRow(ctx, stopTurn, arg.ID, arg.Error)
+	row := q.db.QueryRow(ctx, stopTurn, arg.ID, arg.Error, arg.WorkspaceID)
 	var i ChatTurn
 	err := row.Scan(
 		&i.ID,

@@ -91,7 +91,7 @@ func (q *Queries) GetConversationForUpdate(ctx context.Context, arg GetConversat
 const listConversations = `-- name: ListConversations :many
 SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, greatest(c.updated_at, coalesce(m.created_at, c.updated_at))::timestamptz AS active_at
 FROM conversations c
-LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
+LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE workspace_id = c.workspace_id AND conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
 WHERE c.workspace_id = $1 AND c.owner_id = $2
 ORDER BY active_at DESC LIMIT 200
 `

@@ -14,7 +14,7 @@ import (
 
 const getFeedback = `-- name: GetFeedback :one
 SELECT f.id, f.workspace_id, f.submitted_by_user_id, f.submitted_by_token_id, f.submitted_by_kind, f.token_name, f.attempted_action, f.expected_outcome, f.actual_outcome, f.tool_called, f.tool_known, f.error_seen, f.severity, f.rationale, f.proposal_id, f.status, f.admin_note, f.created_at, f.updated_at, a.id AS approval_id FROM feedback f
-LEFT JOIN approvals a ON a.proposal_id = f.proposal_id
+LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
 WHERE f.id = $1 AND f.workspace_id = $2
 `
 
@@ -58,7 +58,7 @@ func (q *Queries) GetFeedback(ctx context.Context, arg GetFeedbackParams) (GetFe
 
 const getFeedbackForUpdate = `-- name: GetFeedbackForUpdate :one
 SELECT f.id, f.workspace_id, f.submitted_by_user_id, f.submitted_by_token_id, f.submitted_by_kind, f.token_name, f.attempted_action, f.expected_outcome, f.actual_outcome, f.tool_called, f.tool_known, f.error_seen, f.severity, f.rationale, f.proposal_id, f.status, f.admin_note, f.created_at, f.updated_at, a.id AS approval_id FROM feedback f
-LEFT JOIN approvals a ON a.proposal_id = f.proposal_id
+LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
 WHERE f.id = $1 AND f.workspace_id = $2
 FOR UPDATE OF f
 `
@@ -169,7 +169,7 @@ func (q *Queries) InsertFeedback(ctx context.Context, arg InsertFeedbackParams) 
 
 const listFeedback = `-- name: ListFeedback :many
 SELECT f.id, f.workspace_id, f.submitted_by_user_id, f.submitted_by_token_id, f.submitted_by_kind, f.token_name, f.attempted_action, f.expected_outcome, f.actual_outcome, f.tool_called, f.tool_known, f.error_seen, f.severity, f.rationale, f.proposal_id, f.status, f.admin_note, f.created_at, f.updated_at, a.id AS approval_id FROM feedback f
-LEFT JOIN approvals a ON a.proposal_id = f.proposal_id
+LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
 WHERE f.workspace_id = $1
   AND f.created_at >= $2
   AND ($3::text = '' OR f.severity = $3)

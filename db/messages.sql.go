@@ -12,11 +12,12 @@ import (
 )
 
 const insertMessage = `-- name: InsertMessage :one
-INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
-VALUES ($1, $2, $3, $4, $5) RETURNING id, conversation_id, role, content, proposal_id, author_user_id, created_at
+INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
+VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, conversation_id, role, content, proposal_id, author_user_id, created_at, workspace_id
 `
 
 type InsertMessageParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.UUID
 	Role           string
 	Content        string
@@ -26,6 +27,7 @@ type InsertMessageParams struct {
 
 func (q *Queries) InsertMessage(ctx context.Context, arg InsertMessageParams) (Message, error) {
 	row := q.db.QueryRow(ctx, insertMessage,
+		arg.WorkspaceID,
 		arg.ConversationID,
 		arg.Role,
 		arg.Content,
@@ -41,18 +43,20 @@ func (q *Queries) InsertMessage(ctx context.Context, arg InsertMessageParams) (M
 		&i.ProposalID,
 		&i.AuthorUserID,
 		&i.CreatedAt,
+		&i.WorkspaceID,
 	)
 	return i, err
 }
 
 const listMessagesBefore = `-- name: ListMessagesBefore :many
-SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM messages
-WHERE conversation_id = $1 AND id < $2
+SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at, workspace_id FROM messages
+WHERE workspace_id = $1 AND conversation_id = $2 AND id < $3
 ORDER BY id DESC
-LIMIT $3
+LIMIT $4
 `
 
 type ListMessagesBeforeParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.UUID
 	Before         int64
 	MaxLines       int32
@@ -62,7 +66,12 @@ type ListMessagesBeforeParams struct {
 // caller turns it round): a range of messages_conversation_idx read
 // backwards, which stops at the LIMIT however long the transcript is.
 func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBeforeParams) ([]Message, error) {
-	rows, err := q.db.Query(ctx, listMessagesBefore, arg.ConversationID, arg.Before, arg.MaxLines)
+	rows, err := q.db.Query(ctx, listMessagesBefore,
+		arg.WorkspaceID,
+		arg.ConversationID,
+		arg.Before,
+		arg.MaxLines,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +87,7 @@ func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBefore
 			&i.ProposalID,
 			&i.AuthorUserID,
 			&i.CreatedAt,
+			&i.WorkspaceID,
 		); err != nil {
 			return nil, err
 		}
@@ -90,13 +100,14 @@ func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBefore
 }
 
 const listMessagesBetween = `-- name: ListMessagesBetween :many
-SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM messages
-WHERE conversation_id = $1 AND id > $2 AND id < $3
+SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at, workspace_id FROM messages
+WHERE workspace_id = $1 AND conversation_id = $2 AND id > $3 AND id < $4
 ORDER BY id
-LIMIT $4
+LIMIT $5
 `
 
 type ListMessagesBetweenParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.UUID
 	After          int64
 	Before         int64
@@ -107,6 +118,7 @@ type ListMessagesBetweenParams struct {
 // oldest first: a range of messages_conversation_idx with a LIMIT.
 func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetweenParams) ([]Message, error) {
 	rows, err := q.db.Query(ctx, listMessagesBetween,
+		arg.WorkspaceID,
 		arg.ConversationID,
 		arg.After,
 		arg.Before,
@@ -127,6 +139,7 @@ func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetwe
 			&i.ProposalID,
 			&i.AuthorUserID,
 			&i.CreatedAt,
+			&i.WorkspaceID,
 		); err != nil {
 			return nil, err
 		}
@@ -139,27 +152,29 @@ func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetwe
 }
 
 const nextMessageID = `-- name: NextMessageID :one
-SELECT coalesce((SELECT id FROM messages WHERE conversation_id = $1 AND id > $2 ORDER BY id LIMIT 1), 0)::bigint
+SELECT coalesce((SELECT id FROM messages WHERE workspace_id = $1 AND conversation_id = $2 AND id > $3 ORDER BY id LIMIT 1), 0)::bigint
 `
 
 type NextMessageIDParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.UUID
 	After          int64
 }
 
 // The conversation's nearest line after a position (0: none).
 func (q *Queries) NextMessageID(ctx context.Context, arg NextMessageIDParams) (int64, error) {
-	row := q.db.QueryRow(ctx, nextMessageID, arg.ConversationID, arg.After)
+	row := q.db.QueryRow(ctx, nextMessageID, arg.WorkspaceID, arg.ConversationID, arg.After)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
 }
 
 const previousMessageID = `-- name: PreviousMessageID :one
-SELECT coalesce((SELECT id FROM messages WHERE conversation_id = $1 AND id < $2 ORDER BY id DESC LIMIT 1), 0)::bigint
+SELECT coalesce((SELECT id FROM messages WHERE workspace_id = $1 AND conversation_id = $2 AND id < $3 ORDER BY id DESC LIMIT 1), 0)::bigint
 `
 
 type PreviousMessageIDParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.UUID
 	Before         int64
 }
@@ -167,7 +182,7 @@ type PreviousMessageIDParams struct {
 // The conversation's nearest line before a position (0: none), by the
 // same index range as the pages, stopping at the first row.
 func (q *Queries) PreviousMessageID(ctx context.Context, arg PreviousMessageIDParams) (int64, error) {
-	row := q.db.QueryRow(ctx, previousMessageID, arg.ConversationID, arg.Before)
+	row := q.db.QueryRow(ctx, previousMessageID, arg.WorkspaceID, arg.ConversationID, arg.Before)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err

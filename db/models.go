@@ -49,6 +49,7 @@ type ApprovalVote struct {
 	UserID      uuid.UUID
 	CreatedAt   time.Time
 	Constraints json.RawMessage
+	WorkspaceID uuid.UUID
 }
 
 type ApproverRole struct {
@@ -106,13 +107,14 @@ type ChatSetting struct {
 }
 
 type ChatToolCall struct {
-	TurnID     uuid.UUID
-	ToolCallID string
-	Seq        int32
-	Tool       string
-	ProposalID uuid.NullUUID
-	Outcome    []byte
-	CreatedAt  time.Time
+	TurnID      uuid.UUID
+	ToolCallID  string
+	Seq         int32
+	Tool        string
+	ProposalID  uuid.NullUUID
+	Outcome     []byte
+	CreatedAt   time.Time
+	WorkspaceID uuid.UUID
 }
 
 type ChatTurn struct {
@@ -240,6 +242,7 @@ type Message struct {
 	ProposalID     uuid.NullUUID
 	AuthorUserID   uuid.NullUUID
 	CreatedAt      time.Time
+	WorkspaceID    uuid.UUID
 }
 
 type Notebook struct {

@@ -15,24 +15,25 @@ import (
 )
 
 const addProposalConstraints = `-- name: AddProposalConstraints :exec
-UPDATE proposals SET constraints = constraints || $2::jsonb WHERE id = $1
+UPDATE proposals SET constraints = constraints || $3::jsonb WHERE id = $1 AND workspace_id = $2
 `
 
 type AddProposalConstraintsParams struct {
 	ID          uuid.UUID
+	WorkspaceID uuid.UUID
 	Constraints json.RawMessage
 }
 
 // An approver's constraints join the proposal's, checked when it runs.
 func (q *Queries) AddProposalConstraints(ctx context.Context, arg AddProposalConstraintsParams) error {
-	_, err := q.db.Exec(ctx, addProposalConstraints, arg.ID, arg.Constraints)
+	_, err := q.db.Exec(ctx, addProposalConstraints, arg.ID, arg.WorkspaceID, arg.Constraints)
 	return err
 }
 
 const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now(),
        effect_decision = $5
-WHERE id = $1 AND status = $6::text
+WHERE id = $1 AND workspace_id = $6 AND status = $7::text
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 
@@ -42,6 +43,7 @@ type ClaimProposalParams struct {
 	ResolvedByUserID uuid.NullUUID
 	ApplyPath        pgtype.Text
 	EffectDecision   []byte
+	WorkspaceID      uuid.UUID
 	FromStatus       string
 }
 
@@ -54,6 +56,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		arg.ResolvedByUserID,
 		arg.ApplyPath,
 		arg.EffectDecision,
+		arg.WorkspaceID,
 		arg.FromStatus,
 	)
 	var i Proposal
@@ -118,7 +121,7 @@ func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsPara
 
 const escalateProposal = `-- name: EscalateProposal :one
 UPDATE proposals SET status = 'pending_approval', applied_arguments = $2, effect_decision = $3
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND workspace_id = $4 AND status = 'pending'
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 
@@ -126,12 +129,18 @@ type EscalateProposalParams struct {
 	ID               uuid.UUID
 	AppliedArguments []byte
 	EffectDecision   []byte
+	WorkspaceID      uuid.UUID
 }
 
 // The owner's confirm of a call that now needs an approver: it waits for
 // an approval packet, with the arguments that will run.
 func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalParams) (Proposal, error) {
-	row := q.db.QueryRow(ctx, escalateProposal, arg.ID, arg.AppliedArguments, arg.EffectDecision)
+	row := q.db.QueryRow(ctx, escalateProposal,
+		arg.ID,
+		arg.AppliedArguments,
+		arg.EffectDecision,
+		arg.WorkspaceID,
+	)
 	var i Proposal
 	err := row.Scan(
 		&i.ID,
@@ -174,16 +183,17 @@ func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalPara
 
 const finishProposal = `-- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
-WHERE id = $1 AND status = 'applying'
+WHERE id = $1 AND workspace_id = $6 AND status = 'applying'
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 
 type FinishProposalParams struct {
-	ID     uuid.UUID
-	Status string
-	Result []byte
-	Error  pgtype.Text
-	DryRun bool
+	ID          uuid.UUID
+	Status      string
+	Result      []byte
+	Error       pgtype.Text
+	DryRun      bool
+	WorkspaceID uuid.UUID
 }
 
 func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) (Proposal, error) {
@@ -193,6 +203,7 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		arg.Result,
 		arg.Error,
 		arg.DryRun,
+		arg.WorkspaceID,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -721,12 +732,17 @@ func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConv
 }
 
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE workspace_id = $1 AND notebook_id = $2 ORDER BY created_at, id
 `
 
+type ListProposalsForNotebookParams struct {
+	WorkspaceID uuid.UUID
+	NotebookID  uuid.NullUUID
+}
+
 // A notebook's cells, in the order they were added.
-func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.NullUUID) ([]Proposal, error) {
-	rows, err := q.db.Query(ctx, listProposalsForNotebook, notebookID)
+func (q *Queries) ListProposalsForNotebook(ctx context.Context, arg ListProposalsForNotebookParams) ([]Proposal, error) {
+	rows, err := q.db.Query(ctx, listProposalsForNotebook, arg.WorkspaceID, arg.NotebookID)
 	if err != nil {
 		return nil, err
 	}
@@ -783,12 +799,13 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, notebookID uuid.
 const listRecentDecided = `-- name: ListRecentDecided :many
 SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
 FROM proposals
-WHERE (conversation_id = $1 OR notebook_id = $2) AND decision_input IS NOT NULL
+WHERE workspace_id = $1 AND (conversation_id = $2 OR notebook_id = $3) AND decision_input IS NOT NULL
 ORDER BY created_at DESC
 LIMIT 100
 `
 
 type ListRecentDecidedParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.NullUUID
 	NotebookID     uuid.NullUUID
 }
@@ -806,7 +823,7 @@ type ListRecentDecidedRow struct {
 // The scope's last calls with the inputs they were decided on, newest
 // first, for the shadow preview (the caller checked the scope is theirs).
 func (q *Queries) ListRecentDecided(ctx context.Context, arg ListRecentDecidedParams) ([]ListRecentDecidedRow, error) {
-	rows, err := q.db.Query(ctx, listRecentDecided, arg.ConversationID, arg.NotebookID)
+	rows, err := q.db.Query(ctx, listRecentDecided, arg.WorkspaceID, arg.ConversationID, arg.NotebookID)
 	if err != nil {
 		return nil, err
 	}
@@ -882,18 +899,19 @@ func (q *Queries) ListRecentDecidedInWorkspace(ctx context.Context, workspaceID 
 
 const listScopeClasses = `-- name: ListScopeClasses :many
 SELECT DISTINCT action_class::text FROM proposals
-WHERE (conversation_id = $1 OR notebook_id = $2) AND action_class IS NOT NULL
+WHERE workspace_id = $1 AND (conversation_id = $2 OR notebook_id = $3) AND action_class IS NOT NULL
 ORDER BY 1
 `
 
 type ListScopeClassesParams struct {
+	WorkspaceID    uuid.UUID
 	ConversationID uuid.NullUUID
 	NotebookID     uuid.NullUUID
 }
 
 // The action classes a conversation's or notebook's calls were decided as.
 func (q *Queries) ListScopeClasses(ctx context.Context, arg ListScopeClassesParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, listScopeClasses, arg.ConversationID, arg.NotebookID)
+	rows, err := q.db.Query(ctx, listScopeClasses, arg.WorkspaceID, arg.ConversationID, arg.NotebookID)
 	if err != nil {
 		return nil, err
 	}
@@ -1077,8 +1095,8 @@ WITH p AS (
             $19, $25)
     RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 ), line AS (
-    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
-    SELECT p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
+    SELECT p.workspace_id, p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, $27
@@ -1192,8 +1210,8 @@ WITH c AS (
     FROM c ORDER BY c.ord
     RETURNING id, created_at
 ), line AS (
-    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
-    SELECT (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
+    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
+    SELECT (c.r->>'workspace_id')::uuid, (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
     WHERE c.r->>'conversation_id' IS NOT NULL ORDER BY c.ord
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
@@ -1230,23 +1248,24 @@ func (q *Queries) RecordAutoCalls(ctx context.Context, calls json.RawMessage) (R
 }
 
 const recordEffectDecision = `-- name: RecordEffectDecision :exec
-UPDATE proposals SET effect_decision = $2 WHERE id = $1
+UPDATE proposals SET effect_decision = $2 WHERE id = $1 AND workspace_id = $3
 `
 
 type RecordEffectDecisionParams struct {
 	ID             uuid.UUID
 	EffectDecision []byte
+	WorkspaceID    uuid.UUID
 }
 
 // A call refused at the moment of effect keeps the decision that refused it.
 func (q *Queries) RecordEffectDecision(ctx context.Context, arg RecordEffectDecisionParams) error {
-	_, err := q.db.Exec(ctx, recordEffectDecision, arg.ID, arg.EffectDecision)
+	_, err := q.db.Exec(ctx, recordEffectDecision, arg.ID, arg.EffectDecision, arg.WorkspaceID)
 	return err
 }
 
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
-WHERE id = $1 AND status = $4::text
+WHERE id = $1 AND workspace_id = $4 AND status = $5::text
 RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
 `
 
@@ -1254,6 +1273,7 @@ type RejectProposalParams struct {
 	ID               uuid.UUID
 	RejectionReason  pgtype.Text
 	ResolvedByUserID uuid.NullUUID
+	WorkspaceID      uuid.UUID
 	FromStatus       string
 }
 
@@ -1262,6 +1282,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		arg.ID,
 		arg.RejectionReason,
 		arg.ResolvedByUserID,
+		arg.WorkspaceID,
 		arg.FromStatus,
 	)
 	var i Proposal

@@ -62,17 +62,23 @@ func (q *Queries) ClaimReceiptVerification(ctx context.Context, staleSeconds flo
 const failReceiptVerification = `-- name: FailReceiptVerification :execrows
 UPDATE receipt_verifications
 SET status = 'failed', finished_at = now(), heartbeat_at = NULL, error = $1
-WHERE id = $2 AND attempt = $3 AND status = 'running'
+WHERE id = $2 AND workspace_id = $3 AND attempt = $4 AND status = 'running'
 `
 
 type FailReceiptVerificationParams struct {
-	Error   pgtype.Text
-	ID      uuid.UUID
-	Attempt int32
+	Error       pgtype.Text
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Attempt     int32
 }
 
 func (q *Queries) FailReceiptVerification(ctx context.Context, arg FailReceiptVerificationParams) (int64, error) {
-	result, err := q.db.Exec(ctx, failReceiptVerification, arg.Error, arg.ID, arg.Attempt)
+	result, err := q.db.Exec(ctx, failReceiptVerification,
+		arg.Error,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.Attempt,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -85,7 +91,7 @@ SET status = 'done', finished_at = now(), heartbeat_at = NULL,
     checked = $1, head_seq = $2, head_hash = $3, content_errors = $4,
     first_content_error_seq = $5,
     ok = $6, first_bad_seq = $7, reason = $8, pending = $9, oldest_pending_at = $10
-WHERE id = $11 AND attempt = $12 AND status = 'running'
+WHERE id = $11 AND workspace_id = $12 AND attempt = $13 AND status = 'running'
 `
 
 type FinishReceiptVerificationParams struct {
@@ -100,6 +106,7 @@ type FinishReceiptVerificationParams struct {
 	Pending              pgtype.Int8
 	OldestPendingAt      *time.Time
 	ID                   uuid.UUID
+	WorkspaceID          uuid.UUID
 	Attempt              int32
 }
 
@@ -116,6 +123,7 @@ func (q *Queries) FinishReceiptVerification(ctx context.Context, arg FinishRecei
 		arg.Pending,
 		arg.OldestPendingAt,
 		arg.ID,
+		arg.WorkspaceID,
 		arg.Attempt,
 	)
 	if err != nil {
@@ -276,18 +284,19 @@ func (q *Queries) InsertReceiptVerification(ctx context.Context, arg InsertRecei
 const releaseReceiptVerification = `-- name: ReleaseReceiptVerification :execrows
 UPDATE receipt_verifications
 SET status = 'queued', heartbeat_at = NULL
-WHERE id = $1 AND attempt = $2 AND status = 'running'
+WHERE id = $1 AND workspace_id = $2 AND attempt = $3 AND status = 'running'
 `
 
 type ReleaseReceiptVerificationParams struct {
-	ID      uuid.UUID
-	Attempt int32
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Attempt     int32
 }
 
 // A worker that stops (the server closes, or the database failed) puts its
 // run back in the queue, its progress kept, for any instance to resume.
 func (q *Queries) ReleaseReceiptVerification(ctx context.Context, arg ReleaseReceiptVerificationParams) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseReceiptVerification, arg.ID, arg.Attempt)
+	result, err := q.db.Exec(ctx, releaseReceiptVerification, arg.ID, arg.WorkspaceID, arg.Attempt)
 	if err != nil {
 		return 0, err
 	}
@@ -298,7 +307,7 @@ const saveReceiptVerificationProgress = `-- name: SaveReceiptVerificationProgres
 UPDATE receipt_verifications
 SET checked = $1, head_seq = $2, head_hash = $3, content_errors = $4,
     first_content_error_seq = $5, heartbeat_at = now()
-WHERE id = $6 AND attempt = $7 AND status = 'running'
+WHERE id = $6 AND workspace_id = $7 AND attempt = $8 AND status = 'running'
 `
 
 type SaveReceiptVerificationProgressParams struct {
@@ -308,6 +317,7 @@ type SaveReceiptVerificationProgressParams struct {
 	ContentErrors        int64
 	FirstContentErrorSeq int64
 	ID                   uuid.UUID
+	WorkspaceID          uuid.UUID
 	Attempt              int32
 }
 
@@ -321,6 +331,7 @@ func (q *Queries) SaveReceiptVerificationProgress(ctx context.Context, arg SaveR
 		arg.ContentErrors,
 		arg.FirstContentErrorSeq,
 		arg.ID,
+		arg.WorkspaceID,
 		arg.Attempt,
 	)
 	if err != nil {

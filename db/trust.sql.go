@@ -15,18 +15,24 @@ import (
 
 const clearViolation = `-- name: ClearViolation :one
 UPDATE trust_violations SET cleared_at = now(), cleared_by = $2, clear_note = $3
-WHERE id = $1 AND cleared_at IS NULL
+WHERE id = $1 AND workspace_id = $4 AND cleared_at IS NULL
 RETURNING id, workspace_id, action_class, receipt_id, category, reason, flagged_by, created_at, cleared_at, cleared_by, clear_note
 `
 
 type ClearViolationParams struct {
-	ID        uuid.UUID
-	ClearedBy uuid.NullUUID
-	ClearNote pgtype.Text
+	ID          uuid.UUID
+	ClearedBy   uuid.NullUUID
+	ClearNote   pgtype.Text
+	WorkspaceID uuid.UUID
 }
 
 func (q *Queries) ClearViolation(ctx context.Context, arg ClearViolationParams) (TrustViolation, error) {
-	row := q.db.QueryRow(ctx, clearViolation, arg.ID, arg.ClearedBy, arg.ClearNote)
+	row := q.db.QueryRow(ctx, clearViolation,
+		arg.ID,
+		arg.ClearedBy,
+		arg.ClearNote,
+		arg.WorkspaceID,
+	)
 	var i TrustViolation
 	err := row.Scan(
 		&i.ID,

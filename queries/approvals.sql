@@ -13,10 +13,10 @@ SELECT * FROM approvals WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
 
 -- name: RequireWitness :exec
 -- An approver asked for a second pair of eyes.
-UPDATE approvals SET requires_witness = true WHERE id = $1;
+UPDATE approvals SET requires_witness = true WHERE id = $1 AND workspace_id = $2;
 
 -- name: GetApprovalForProposal :one
-SELECT * FROM approvals WHERE proposal_id = $1;
+SELECT * FROM approvals WHERE proposal_id = $1 AND workspace_id = $2;
 
 -- The queue is read a page at a time, through indexes that lead with the
 -- workspace (migration 29): a page query reads at most @budget packets
@@ -51,7 +51,7 @@ FROM (
     -- call's tool, class or risk.
     LEFT JOIN LATERAL (
         SELECT c.tool, c.action_class, c.risk FROM proposals c
-        WHERE c.id = a.proposal_id AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
+        WHERE c.id = a.proposal_id AND c.workspace_id = sqlc.arg(workspace_id) AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
         LIMIT 1
     ) p ON true
 ) s
@@ -82,7 +82,7 @@ FROM (
     -- call's tool, class or risk.
     LEFT JOIN LATERAL (
         SELECT c.tool, c.action_class, c.risk FROM proposals c
-        WHERE c.id = a.proposal_id AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
+        WHERE c.id = a.proposal_id AND c.workspace_id = sqlc.arg(workspace_id) AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
         LIMIT 1
     ) p ON true
 ) s
@@ -112,7 +112,7 @@ FROM (
     -- call's tool, class or risk.
     LEFT JOIN LATERAL (
         SELECT c.tool, c.action_class, c.risk FROM proposals c
-        WHERE c.id = a.proposal_id AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
+        WHERE c.id = a.proposal_id AND c.workspace_id = sqlc.arg(workspace_id) AND (sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '' OR sqlc.arg(risk) <> '')
         LIMIT 1
     ) p ON true
 ) s
@@ -127,9 +127,9 @@ LIMIT sqlc.arg(page_limit);
 SELECT a.*, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
-       (SELECT count(*) FROM approval_votes v WHERE v.approval_id = a.id) AS votes
+       (SELECT count(*) FROM approval_votes v WHERE v.workspace_id = a.workspace_id AND v.approval_id = a.id) AS votes
 FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 JOIN users u ON u.id = p.proposed_by_user_id
 LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
@@ -175,7 +175,7 @@ CROSS JOIN LATERAL (
         ) a
         LEFT JOIN LATERAL (
             SELECT x.tool, x.action_class, x.risk::text AS risk FROM proposals x
-            WHERE x.id = a.proposal_id
+            WHERE x.id = a.proposal_id AND x.workspace_id = sqlc.arg(workspace_id)
               AND (c.status = sqlc.arg(status)::text OR sqlc.arg(risk) <> '' OR sqlc.arg(tool) <> '' OR sqlc.arg(action_class) <> '')
             LIMIT 1
         ) p ON true
@@ -184,17 +184,17 @@ CROSS JOIN LATERAL (
 
 -- name: AddApprovalVote :execrows
 -- A second vote by the same person changes nothing.
-INSERT INTO approval_votes (approval_id, user_id, constraints) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING;
+INSERT INTO approval_votes (workspace_id, approval_id, user_id, constraints) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING;
 
 -- name: ListApprovalVotes :many
 -- Who approved, with the constraints each attached.
-SELECT user_id, constraints FROM approval_votes WHERE approval_id = $1 ORDER BY created_at;
+SELECT user_id, constraints FROM approval_votes WHERE workspace_id = $1 AND approval_id = $2 ORDER BY created_at;
 
 -- name: ResolveApproval :one
 -- pending → approved | rejected: of concurrent approvers exactly one wins.
 UPDATE approvals SET status = sqlc.arg(status), constraints = sqlc.arg(constraints), rejection_reason = sqlc.arg(rejection_reason),
        resolved_by = sqlc.arg(resolved_by), resolved_at = now()
-WHERE id = sqlc.arg(id) AND status = 'pending' AND expires_at > now()
+WHERE id = sqlc.arg(id) AND workspace_id = sqlc.arg(workspace_id) AND status = 'pending' AND expires_at > now()
 RETURNING *;
 
 -- name: ExpireApprovals :many
@@ -222,7 +222,7 @@ SELECT count(*) FROM (
         ORDER BY q.expires_at, q.id
         LIMIT sqlc.arg(budget)
     ) a
-    CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id LIMIT 1) p
+    CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id AND x.workspace_id = sqlc.arg(workspace_id) LIMIT 1) p
     WHERE a.approver_role = ANY (sqlc.arg(roles)::text[]) AND p.proposed_by_user_id <> sqlc.arg(user_id)::uuid
     LIMIT sqlc.arg(cap)
 ) s;
@@ -233,7 +233,7 @@ SELECT a.*, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, 
        p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email
 FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 JOIN users u ON u.id = p.proposed_by_user_id
 LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
@@ -245,7 +245,7 @@ WHERE a.id = $1 AND a.workspace_id = $2;
 -- The votes so far, for the approver: who and when.
 SELECT v.user_id, u.email, v.created_at FROM approval_votes v
 JOIN users u ON u.id = v.user_id
-WHERE v.approval_id = $1 ORDER BY v.created_at, u.email;
+WHERE v.workspace_id = $1 AND v.approval_id = $2 ORDER BY v.created_at, u.email;
 
 -- name: ListSimilarProposals :many
 -- The history of similar calls: the latest calls of the same action class

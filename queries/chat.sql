@@ -9,7 +9,7 @@ RETURNING *;
 -- name: ConversationTokens :one
 -- Prompt and completion tokens of every turn in the conversation.
 SELECT coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens, coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens
-FROM chat_turns WHERE conversation_id = $1;
+FROM chat_turns WHERE workspace_id = $1 AND conversation_id = $2;
 
 -- name: InsertTurn :one
 INSERT INTO chat_turns (workspace_id, conversation_id, owner_id, agent_token_id, model, messages, lease_owner, lease_until)
@@ -17,14 +17,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, now() + sqlc.arg(lease)::interval)
 RETURNING *;
 
 -- name: GetTurn :one
-SELECT * FROM chat_turns WHERE id = $1;
+SELECT * FROM chat_turns WHERE id = $1 AND workspace_id = $2;
 
 -- name: GetOwnedTurn :one
 -- Owner-scoped: another user's turn is not found.
 SELECT * FROM chat_turns WHERE id = $1 AND conversation_id = $2 AND workspace_id = $3 AND owner_id = $4;
 
 -- name: LatestTurn :one
-SELECT * FROM chat_turns WHERE conversation_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1;
+SELECT * FROM chat_turns WHERE workspace_id = $1 AND conversation_id = $2 ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- name: ClaimTurn :one
 -- Takes one turn that needs running for this instance: a running turn
@@ -36,8 +36,8 @@ WHERE t.id = (
     SELECT c.id FROM chat_turns c
     WHERE c.state IN ('running', 'waiting') AND (c.lease_until IS NULL OR c.lease_until < now())
       AND (c.state = 'running' OR NOT EXISTS (
-          SELECT 1 FROM chat_tool_calls k JOIN proposals p ON p.id = k.proposal_id
-          WHERE k.turn_id = c.id AND k.outcome IS NULL AND p.status IN ('pending', 'pending_approval', 'applying')))
+          SELECT 1 FROM chat_tool_calls k JOIN proposals p ON p.id = k.proposal_id AND p.workspace_id = k.workspace_id
+          WHERE k.workspace_id = c.workspace_id AND k.turn_id = c.id AND k.outcome IS NULL AND p.status IN ('pending', 'pending_approval', 'applying')))
     ORDER BY c.updated_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
@@ -46,11 +46,11 @@ RETURNING t.*;
 -- name: RenewLease :execrows
 -- Keeps the turn this instance's; no row: it was stopped or taken over.
 UPDATE chat_turns SET lease_until = now() + sqlc.arg(lease)::interval
-WHERE id = $1 AND lease_owner = sqlc.arg(owner) AND state = 'running';
+WHERE id = $1 AND workspace_id = sqlc.arg(workspace_id) AND lease_owner = sqlc.arg(owner) AND state = 'running';
 
 -- name: SetStreaming :execrows
 UPDATE chat_turns SET streaming = $2, lease_until = now() + sqlc.arg(lease)::interval, updated_at = now()
-WHERE id = $1 AND lease_owner = sqlc.arg(owner) AND state = 'running';
+WHERE id = $1 AND workspace_id = sqlc.arg(workspace_id) AND lease_owner = sqlc.arg(owner) AND state = 'running';
 
 -- name: SaveTurn :execrows
 -- Records a step: the messages so far, the tokens counted, the state.
@@ -59,11 +59,11 @@ UPDATE chat_turns SET messages = $2, streaming = '', prompt_tokens = $3, complet
     lease_owner = CASE WHEN sqlc.arg(state)::text = 'running' THEN lease_owner END,
     lease_until = CASE WHEN sqlc.arg(state)::text = 'running' THEN lease_until END,
     finished_at = CASE WHEN sqlc.arg(state)::text IN ('done', 'failed', 'stopped') THEN now() END
-WHERE id = $1 AND lease_owner = sqlc.arg(owner) AND state = 'running';
+WHERE id = $1 AND workspace_id = sqlc.arg(workspace_id) AND lease_owner = sqlc.arg(owner) AND state = 'running';
 
 -- name: StopTurn :one
 UPDATE chat_turns SET state = 'stopped', error = $2, lease_owner = NULL, lease_until = NULL, updated_at = now(), finished_at = now()
-WHERE id = $1 AND state IN ('running', 'waiting')
+WHERE id = $1 AND workspace_id = $3 AND state IN ('running', 'waiting')
 RETURNING *;
 
 -- name: ReleaseLeases :exec
@@ -72,24 +72,24 @@ UPDATE chat_turns SET lease_until = now() WHERE lease_owner = $1 AND state = 'ru
 
 -- name: ExpireLease :exec
 -- For tests: the turn's instance is gone.
-UPDATE chat_turns SET lease_until = now() - interval '1 second' WHERE id = $1;
+UPDATE chat_turns SET lease_until = now() - interval '1 second' WHERE id = $1 AND workspace_id = $2;
 
 -- name: InsertToolCall :exec
-INSERT INTO chat_tool_calls (turn_id, tool_call_id, seq, tool, proposal_id, outcome) VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (turn_id, tool_call_id) DO NOTHING;
+INSERT INTO chat_tool_calls (workspace_id, turn_id, tool_call_id, seq, tool, proposal_id, outcome) VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (workspace_id, turn_id, tool_call_id) DO NOTHING;
 
 -- name: ListToolCalls :many
 -- A turn's calls and their proposals as they are now.
 SELECT k.tool_call_id, k.seq, k.tool, k.proposal_id, k.outcome,
        p.status AS proposal_status, p.result AS proposal_result, p.error AS proposal_error, p.rejection_reason AS proposal_rejection_reason
-FROM chat_tool_calls k LEFT JOIN proposals p ON p.id = k.proposal_id
-WHERE k.turn_id = $1 ORDER BY k.seq;
+FROM chat_tool_calls k LEFT JOIN proposals p ON p.id = k.proposal_id AND p.workspace_id = k.workspace_id
+WHERE k.workspace_id = $1 AND k.turn_id = $2 ORDER BY k.seq;
 
 -- name: CountToolCalls :one
-SELECT count(*) FROM chat_tool_calls WHERE turn_id = $1;
+SELECT count(*) FROM chat_tool_calls WHERE workspace_id = $1 AND turn_id = $2;
 
 -- name: InsertChatMessage :one
-INSERT INTO messages (conversation_id, role, content, author_user_id) VALUES ($1, $2, $3, $4) RETURNING *;
+INSERT INTO messages (workspace_id, conversation_id, role, content, author_user_id) VALUES ($1, $2, $3, $4, $5) RETURNING *;
 
 -- name: FindModelAgentToken :one
 -- The owner's live agent token for a model, if any.
@@ -120,4 +120,4 @@ SELECT id, permission_mode FROM conversations WHERE id = $1 AND workspace_id = $
 -- name: PostponeTurn :exec
 -- The turn cannot go on now: any instance resumes it after the interval.
 UPDATE chat_turns SET lease_until = now() + sqlc.arg(lease)::interval
-WHERE id = $1 AND lease_owner = sqlc.arg(owner) AND state = 'running';
+WHERE id = $1 AND workspace_id = sqlc.arg(workspace_id) AND lease_owner = sqlc.arg(owner) AND state = 'running';

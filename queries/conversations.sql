@@ -14,7 +14,7 @@ SELECT * FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $
 -- (a row every call in the conversation would queue on).
 SELECT sqlc.embed(c), greatest(c.updated_at, coalesce(m.created_at, c.updated_at))::timestamptz AS active_at
 FROM conversations c
-LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
+LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE workspace_id = c.workspace_id AND conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
 WHERE c.workspace_id = $1 AND c.owner_id = $2
 ORDER BY active_at DESC LIMIT 200;
 

@@ -12,7 +12,7 @@ SELECT 1 FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3;
 -- A workspace's feedback, newest first, filtered (empty filters match
 -- all), with the approval packet of its proposal if it has one.
 SELECT sqlc.embed(f), a.id AS approval_id FROM feedback f
-LEFT JOIN approvals a ON a.proposal_id = f.proposal_id
+LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
 WHERE f.workspace_id = @workspace_id
   AND f.created_at >= @since
   AND (@severity::text = '' OR f.severity = @severity)
@@ -23,12 +23,12 @@ LIMIT @max_rows;
 
 -- name: GetFeedback :one
 SELECT sqlc.embed(f), a.id AS approval_id FROM feedback f
-LEFT JOIN approvals a ON a.proposal_id = f.proposal_id
+LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
 WHERE f.id = $1 AND f.workspace_id = $2;
 
 -- name: GetFeedbackForUpdate :one
 SELECT sqlc.embed(f), a.id AS approval_id FROM feedback f
-LEFT JOIN approvals a ON a.proposal_id = f.proposal_id
+LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
 WHERE f.id = $1 AND f.workspace_id = $2
 FOR UPDATE OF f;
 

@@ -22,35 +22,35 @@ SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
 
 -- name: ListProposalsForNotebook :many
 -- A notebook's cells, in the order they were added.
-SELECT * FROM proposals WHERE notebook_id = $1 ORDER BY created_at, id;
+SELECT * FROM proposals WHERE workspace_id = $1 AND notebook_id = $2 ORDER BY created_at, id;
 
 -- name: ClaimProposal :one
 -- pending (or pending_approval, for an approver) → applying: of concurrent
 -- callers exactly one gets the row back.
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now(),
        effect_decision = sqlc.arg(effect_decision)
-WHERE id = $1 AND status = sqlc.arg(from_status)::text
+WHERE id = $1 AND workspace_id = sqlc.arg(workspace_id) AND status = sqlc.arg(from_status)::text
 RETURNING *;
 
 -- name: EscalateProposal :one
 -- The owner's confirm of a call that now needs an approver: it waits for
 -- an approval packet, with the arguments that will run.
 UPDATE proposals SET status = 'pending_approval', applied_arguments = $2, effect_decision = $3
-WHERE id = $1 AND status = 'pending'
+WHERE id = $1 AND workspace_id = $4 AND status = 'pending'
 RETURNING *;
 
 -- name: RecordEffectDecision :exec
 -- A call refused at the moment of effect keeps the decision that refused it.
-UPDATE proposals SET effect_decision = $2 WHERE id = $1;
+UPDATE proposals SET effect_decision = $2 WHERE id = $1 AND workspace_id = $3;
 
 -- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
-WHERE id = $1 AND status = 'applying'
+WHERE id = $1 AND workspace_id = $6 AND status = 'applying'
 RETURNING *;
 
 -- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
-WHERE id = $1 AND status = sqlc.arg(from_status)::text
+WHERE id = $1 AND workspace_id = sqlc.arg(workspace_id) AND status = sqlc.arg(from_status)::text
 RETURNING *;
 
 -- name: GetProposalInWorkspace :one
@@ -59,7 +59,7 @@ SELECT * FROM proposals WHERE id = $1 AND workspace_id = $2;
 
 -- name: AddProposalConstraints :exec
 -- An approver's constraints join the proposal's, checked when it runs.
-UPDATE proposals SET constraints = constraints || sqlc.arg(constraints)::jsonb WHERE id = $1;
+UPDATE proposals SET constraints = constraints || sqlc.arg(constraints)::jsonb WHERE id = $1 AND workspace_id = $2;
 
 -- name: CountRecentCalls :one
 -- Calls of a tool in the workspace that ran (or are running) since a time:
@@ -84,7 +84,7 @@ RETURNING *;
 -- first, for the shadow preview (the caller checked the scope is theirs).
 SELECT id, tool, status, action_class, (applied_arguments IS NOT NULL)::boolean AS edited, decision_input, created_at
 FROM proposals
-WHERE (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND decision_input IS NOT NULL
+WHERE workspace_id = sqlc.arg(workspace_id) AND (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND decision_input IS NOT NULL
 ORDER BY created_at DESC
 LIMIT 100;
 
@@ -130,8 +130,8 @@ WITH p AS (
             sqlc.arg(decision), sqlc.arg(decision_input))
     RETURNING *
 ), line AS (
-    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
-    SELECT p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
+    SELECT p.workspace_id, p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT p.workspace_id, sqlc.arg(actor_kind), p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, sqlc.arg(retention_until)
@@ -167,8 +167,8 @@ WITH c AS (
     FROM c ORDER BY c.ord
     RETURNING id, created_at
 ), line AS (
-    INSERT INTO messages (conversation_id, role, content, proposal_id, author_user_id)
-    SELECT (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
+    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
+    SELECT (c.r->>'workspace_id')::uuid, (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
     WHERE c.r->>'conversation_id' IS NOT NULL ORDER BY c.ord
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
@@ -188,7 +188,7 @@ SELECT count(*)::int AS recorded, min(created_at)::timestamptz AS created_at FRO
 -- name: ListScopeClasses :many
 -- The action classes a conversation's or notebook's calls were decided as.
 SELECT DISTINCT action_class::text FROM proposals
-WHERE (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND action_class IS NOT NULL
+WHERE workspace_id = sqlc.arg(workspace_id) AND (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND action_class IS NOT NULL
 ORDER BY 1;
 
 -- name: ListConversationCards :many

@@ -35,7 +35,7 @@ RETURNING v.*;
 UPDATE receipt_verifications
 SET checked = @checked, head_seq = @head_seq, head_hash = @head_hash, content_errors = @content_errors,
     first_content_error_seq = @first_content_error_seq, heartbeat_at = now()
-WHERE id = @id AND attempt = @attempt AND status = 'running';
+WHERE id = @id AND workspace_id = @workspace_id AND attempt = @attempt AND status = 'running';
 
 -- name: FinishReceiptVerification :execrows
 UPDATE receipt_verifications
@@ -43,19 +43,19 @@ SET status = 'done', finished_at = now(), heartbeat_at = NULL,
     checked = @checked, head_seq = @head_seq, head_hash = @head_hash, content_errors = @content_errors,
     first_content_error_seq = @first_content_error_seq,
     ok = @ok, first_bad_seq = @first_bad_seq, reason = @reason, pending = @pending, oldest_pending_at = @oldest_pending_at
-WHERE id = @id AND attempt = @attempt AND status = 'running';
+WHERE id = @id AND workspace_id = @workspace_id AND attempt = @attempt AND status = 'running';
 
 -- name: FailReceiptVerification :execrows
 UPDATE receipt_verifications
 SET status = 'failed', finished_at = now(), heartbeat_at = NULL, error = @error
-WHERE id = @id AND attempt = @attempt AND status = 'running';
+WHERE id = @id AND workspace_id = @workspace_id AND attempt = @attempt AND status = 'running';
 
 -- name: ReleaseReceiptVerification :execrows
 -- A worker that stops (the server closes, or the database failed) puts its
 -- run back in the queue, its progress kept, for any instance to resume.
 UPDATE receipt_verifications
 SET status = 'queued', heartbeat_at = NULL
-WHERE id = @id AND attempt = @attempt AND status = 'running';
+WHERE id = @id AND workspace_id = @workspace_id AND attempt = @attempt AND status = 'running';
 
 -- name: GetVerifiedReceiptHead :one
 -- The verified head: the head of the latest run that ended ok.

@@ -105,7 +105,7 @@ SELECT * FROM trust_violations WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
 
 -- name: ClearViolation :one
 UPDATE trust_violations SET cleared_at = now(), cleared_by = $2, clear_note = $3
-WHERE id = $1 AND cleared_at IS NULL
+WHERE id = $1 AND workspace_id = $4 AND cleared_at IS NULL
 RETURNING *;
 
 -- name: ListViolations :many

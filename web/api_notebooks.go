@@ -95,7 +95,7 @@ func (s *Server) apiListCells(c echo.Context) error {
 	if _, err := s.nbs.Get(ctx, principal(c), id); err != nil {
 		return err
 	}
-	cells, err := s.props.Cells(ctx, id)
+	cells, err := s.props.Cells(ctx, principal(c), id)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func (s *Server) notebookPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cells, err := s.props.Cells(ctx, id)
+	cells, err := s.props.Cells(ctx, principal(c), id)
 	if err != nil {
 		return err
 	}
@@ -213,7 +213,7 @@ func (s *Server) newCells(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	cells, err := s.props.Cells(ctx, id)
+	cells, err := s.props.Cells(ctx, principal(c), id)
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func (s *Server) graduationHints(c echo.Context, scope proposals.Scope, url, fie
 		return nil, nil
 	}
 	ctx := c.Request().Context()
-	classes, err := s.props.ScopeClasses(ctx, scope)
+	classes, err := s.props.ScopeClasses(ctx, principal(c), scope)
 	if err != nil {
 		return nil, err
 	}

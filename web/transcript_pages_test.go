@@ -52,8 +52,8 @@ func newLongConversation(t *testing.T, n int) *longConversation {
 func bulkLines(t *testing.T, e *env, conv string, from, to int) {
 	t.Helper()
 	if _, err := e.pool.Exec(context.Background(), `
-		INSERT INTO messages (conversation_id, role, content, author_user_id)
-		SELECT c.id, 'assistant', 'line ' || i, c.owner_id
+		INSERT INTO messages (workspace_id, conversation_id, role, content, author_user_id)
+		SELECT c.workspace_id, c.id, 'assistant', 'line ' || i, c.owner_id
 		FROM conversations c, generate_series($2::int, $3::int) i WHERE c.id = $1
 		ORDER BY i`, conv, from, to); err != nil {
 		t.Fatal(err)

@@ -276,7 +276,7 @@ func (s *Service) Start(ctx context.Context, p auth.Principal, conversation uuid
 		return Started{}, err
 	}
 	if settings.Budget > 0 {
-		used, err := q.ConversationTokens(ctx, conversation)
+		used, err := q.ConversationTokens(ctx, db.ConversationTokensParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation})
 		if err != nil {
 			return Started{}, fmt.Errorf("chat: tokens: %w", err)
 		}
@@ -288,7 +288,7 @@ func (s *Service) Start(ctx context.Context, p auth.Principal, conversation uuid
 	if err != nil {
 		return Started{}, err
 	}
-	msg, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{ConversationID: conversation, Role: "user", Content: content,
+	msg, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation, Role: "user", Content: content,
 		AuthorUserID: uuid.NullUUID{UUID: p.UserID, Valid: true}})
 	if err != nil {
 		return Started{}, fmt.Errorf("chat: message: %w", err)
@@ -317,7 +317,7 @@ func (s *Service) Start(ctx context.Context, p auth.Principal, conversation uuid
 		return Started{}, fmt.Errorf("chat: commit: %w", err)
 	}
 	s.notify(p.WorkspaceID, conversation)
-	s.launch(row.ID)
+	s.launch(row.WorkspaceID, row.ID)
 	return Started{MessageID: msg.ID, Content: msg.Content, CreatedAt: msg.CreatedAt, Turn: turnFrom(row, nil)}, nil
 }
 
@@ -378,12 +378,12 @@ func (s *Service) Panel(ctx context.Context, p auth.Principal, conversation uuid
 		return out, err
 	}
 	out.Agent = agentName(out.Settings.Model) + " for " + p.Email
-	used, err := s.q.ConversationTokens(ctx, conversation)
+	used, err := s.q.ConversationTokens(ctx, db.ConversationTokensParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation})
 	if err != nil {
 		return out, fmt.Errorf("chat: tokens: %w", err)
 	}
 	out.Tokens = used.PromptTokens + used.CompletionTokens
-	row, err := s.q.LatestTurn(ctx, conversation)
+	row, err := s.q.LatestTurn(ctx, db.LatestTurnParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, nil
 	}
@@ -411,7 +411,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, conversation, id uu
 }
 
 func (s *Service) withCalls(ctx context.Context, row db.ChatTurn) (Turn, error) {
-	calls, err := s.q.ListToolCalls(ctx, row.ID)
+	calls, err := s.q.ListToolCalls(ctx, db.ListToolCallsParams{WorkspaceID: row.WorkspaceID, TurnID: row.ID})
 	if err != nil {
 		return Turn{}, fmt.Errorf("chat: calls: %w", err)
 	}
@@ -452,7 +452,7 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, conversation, id u
 	if err != nil {
 		return Turn{}, fmt.Errorf("chat: turn: %w", err)
 	}
-	row, err := q.StopTurn(ctx, db.StopTurnParams{ID: id, Error: text("Stopped by " + p.Email + ".")})
+	row, err := q.StopTurn(ctx, db.StopTurnParams{ID: id, WorkspaceID: p.WorkspaceID, Error: text("Stopped by " + p.Email + ".")})
 	if errors.Is(err, pgx.ErrNoRows) {
 		e := apperr.Errorf(apperr.ECONFLICT, "This turn is %s already.", cur.State)
 		e.Extra = map[string]any{"state": cur.State}
@@ -462,12 +462,12 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, conversation, id u
 		return Turn{}, fmt.Errorf("chat: stop: %w", err)
 	}
 	if partial := strings.TrimSpace(cur.Streaming); partial != "" {
-		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{ConversationID: conversation, Role: "assistant", Content: truncate(partial, 20000),
+		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation, Role: "assistant", Content: truncate(partial, 20000),
 			AuthorUserID: uuid.NullUUID{UUID: cur.OwnerID, Valid: true}}); err != nil {
 			return Turn{}, fmt.Errorf("chat: message: %w", err)
 		}
 	}
-	if err := notice(ctx, q, conversation, "The turn was stopped by "+p.Email+"."); err != nil {
+	if err := notice(ctx, q, p.WorkspaceID, conversation, "The turn was stopped by "+p.Email+"."); err != nil {
 		return Turn{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -483,8 +483,8 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, conversation, id u
 }
 
 // notice writes a plain line in the transcript.
-func notice(ctx context.Context, q *db.Queries, conversation uuid.UUID, msg string) error {
-	if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{ConversationID: conversation, Role: "notice", Content: truncate(msg, 20000)}); err != nil {
+func notice(ctx context.Context, q *db.Queries, ws, conversation uuid.UUID, msg string) error {
+	if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: ws, ConversationID: conversation, Role: "notice", Content: truncate(msg, 20000)}); err != nil {
 		return fmt.Errorf("chat: notice: %w", err)
 	}
 	return nil

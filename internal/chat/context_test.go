@@ -28,10 +28,10 @@ func TestTurn_ContextIsBoundedInALongConversation(t *testing.T) {
 	}
 	// Then 2,000 lines, the last 100 of them long.
 	if _, err := f.pool.Exec(ctx, `
-		INSERT INTO messages (conversation_id, role, content, author_user_id)
-		SELECT $1, CASE WHEN i % 2 = 0 THEN 'user' ELSE 'assistant' END,
+		INSERT INTO messages (workspace_id, conversation_id, role, content, author_user_id)
+		SELECT $3, $1, CASE WHEN i % 2 = 0 THEN 'user' ELSE 'assistant' END,
 		       CASE WHEN i > 1900 THEN 'long line ' || i || ' ' || repeat('x', 3000) ELSE 'line ' || i END, $2
-		FROM generate_series(1, 2000) i ORDER BY i`, f.conv, f.owner.UserID); err != nil {
+		FROM generate_series(1, 2000) i ORDER BY i`, f.conv, f.owner.UserID, f.owner.WorkspaceID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -58,7 +58,7 @@ const (
 // and what became of it, and first a line for each call that still waits
 // from before those. Notices are Gatehouse's, not the conversation's.
 func (s *Service) history(ctx context.Context, q *db.Queries, workspace, conversation uuid.UUID) ([]Message, error) {
-	rows, err := q.ListMessagesBefore(ctx, db.ListMessagesBeforeParams{ConversationID: conversation, Before: math.MaxInt64, MaxLines: historyLines})
+	rows, err := q.ListMessagesBefore(ctx, db.ListMessagesBeforeParams{WorkspaceID: workspace, ConversationID: conversation, Before: math.MaxInt64, MaxLines: historyLines})
 	if err != nil {
 		return nil, fmt.Errorf("chat: transcript: %w", err)
 	}

@@ -66,7 +66,7 @@ func (s *Service) Sweep(ctx context.Context) int {
 		}
 		n++
 		s.log.Info("chat: resuming turn", "turn", row.ID, "conversation", row.ConversationID)
-		s.launch(row.ID)
+		s.launch(row.WorkspaceID, row.ID)
 	}
 	return n
 }
@@ -84,8 +84,8 @@ func (s *Service) Close() {
 	}
 }
 
-// launch runs a turn this instance holds the lease of.
-func (s *Service) launch(id uuid.UUID) {
+// launch runs a turn this instance holds the lease of (ws is its workspace).
+func (s *Service) launch(ws, id uuid.UUID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
@@ -105,7 +105,7 @@ func (s *Service) launch(id uuid.UUID) {
 			s.mu.Unlock()
 			cancel()
 		}()
-		s.drive(ctx, cancel, id)
+		s.drive(ctx, cancel, ws, id)
 	}()
 }
 
@@ -129,15 +129,15 @@ type run struct {
 	reqs   int32
 }
 
-func (s *Service) drive(ctx context.Context, cancel context.CancelFunc, id uuid.UUID) {
+func (s *Service) drive(ctx context.Context, cancel context.CancelFunc, ws, id uuid.UUID) {
 	beat := make(chan struct{})
-	go func() { defer close(beat); s.heartbeat(ctx, cancel, id) }()
+	go func() { defer close(beat); s.heartbeat(ctx, cancel, ws, id) }()
 	defer func() { cancel(); <-beat }() // no renewal outlives the run
-	err := s.step(ctx, id)
+	err := s.step(ctx, ws, id)
 	switch {
 	case err == nil, errors.Is(err, errLost):
 	case errors.Is(err, errRetryLater):
-		if perr := s.q.PostponeTurn(context.WithoutCancel(ctx), db.PostponeTurnParams{ID: id, Owner: text(s.instance), Lease: interval(retryLater)}); perr != nil {
+		if perr := s.q.PostponeTurn(context.WithoutCancel(ctx), db.PostponeTurnParams{ID: id, WorkspaceID: ws, Owner: text(s.instance), Lease: interval(retryLater)}); perr != nil {
 			s.log.Warn("chat: postponing a turn", "turn", id, "err", perr)
 		}
 	case ctx.Err() != nil:
@@ -153,7 +153,7 @@ func (s *Service) drive(ctx context.Context, cancel context.CancelFunc, id uuid.
 		case apperr.Code(err) != apperr.EINTERNAL:
 			msg = apperr.Message(err)
 		}
-		if ferr := s.finish(context.WithoutCancel(ctx), id, StateFailed, msg); ferr != nil && !errors.Is(ferr, errLost) {
+		if ferr := s.finish(context.WithoutCancel(ctx), ws, id, StateFailed, msg); ferr != nil && !errors.Is(ferr, errLost) {
 			s.log.Error("chat: recording a failed turn", "turn", id, "err", ferr)
 		}
 	}
@@ -161,7 +161,7 @@ func (s *Service) drive(ctx context.Context, cancel context.CancelFunc, id uuid.
 
 // heartbeat renews the lease while the turn runs; a turn stopped (or taken
 // over) ends its run.
-func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, id uuid.UUID) {
+func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, ws, id uuid.UUID) {
 	t := time.NewTicker(s.cfg.Lease / 3)
 	defer t.Stop()
 	for {
@@ -171,7 +171,7 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, id u
 		case <-t.C:
 			// Not cancelled half-way: a renewal that committed after the
 			// run ended would keep the turn from the instance taking over.
-			n, err := s.q.RenewLease(context.WithoutCancel(ctx), db.RenewLeaseParams{ID: id, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
+			n, err := s.q.RenewLease(context.WithoutCancel(ctx), db.RenewLeaseParams{ID: id, WorkspaceID: ws, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
 			if err == nil && n == 0 {
 				cancel()
 				return
@@ -181,8 +181,8 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, id u
 }
 
 // finish ends a turn with a notice in the transcript.
-func (s *Service) finish(ctx context.Context, id uuid.UUID, state State, msg string) error {
-	row, err := s.q.GetTurn(ctx, id)
+func (s *Service) finish(ctx context.Context, ws, id uuid.UUID, state State, msg string) error {
+	row, err := s.q.GetTurn(ctx, db.GetTurnParams{ID: id, WorkspaceID: ws})
 	if err != nil {
 		return fmt.Errorf("chat: turn: %w", err)
 	}
@@ -208,7 +208,7 @@ func (r *run) save(ctx context.Context, state State, errMsg, said, noticeMsg str
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	n, err := q.SaveTurn(ctx, db.SaveTurnParams{ID: r.row.ID, Messages: raw, PromptTokens: r.prompt, CompletionTokens: r.compl, ModelRequests: r.reqs,
+	n, err := q.SaveTurn(ctx, db.SaveTurnParams{ID: r.row.ID, WorkspaceID: r.row.WorkspaceID, Messages: raw, PromptTokens: r.prompt, CompletionTokens: r.compl, ModelRequests: r.reqs,
 		State: string(state), Error: text(errMsg), Owner: text(s.instance)})
 	if err != nil {
 		return fmt.Errorf("chat: save turn: %w", err)
@@ -217,13 +217,13 @@ func (r *run) save(ctx context.Context, state State, errMsg, said, noticeMsg str
 		return errLost
 	}
 	if said = strings.TrimSpace(said); said != "" {
-		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{ConversationID: r.row.ConversationID, Role: "assistant", Content: truncate(said, 20000),
+		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: r.row.WorkspaceID, ConversationID: r.row.ConversationID, Role: "assistant", Content: truncate(said, 20000),
 			AuthorUserID: uuid.NullUUID{UUID: r.row.OwnerID, Valid: true}}); err != nil {
 			return fmt.Errorf("chat: message: %w", err)
 		}
 	}
 	if noticeMsg != "" {
-		if err := notice(ctx, q, r.row.ConversationID, noticeMsg); err != nil {
+		if err := notice(ctx, q, r.row.WorkspaceID, r.row.ConversationID, noticeMsg); err != nil {
 			return err
 		}
 	}
@@ -236,8 +236,8 @@ func (r *run) save(ctx context.Context, state State, errMsg, said, noticeMsg str
 
 // step drives the turn from its last durable state until it is done,
 // waits for a person, or fails.
-func (s *Service) step(ctx context.Context, id uuid.UUID) error {
-	row, err := s.q.GetTurn(ctx, id)
+func (s *Service) step(ctx context.Context, ws, id uuid.UUID) error {
+	row, err := s.q.GetTurn(ctx, db.GetTurnParams{ID: id, WorkspaceID: ws})
 	if err != nil {
 		return fmt.Errorf("chat: turn: %w", err)
 	}
@@ -281,7 +281,7 @@ func (s *Service) step(ctx context.Context, id uuid.UUID) error {
 		if len(ans.ToolCalls) == 0 {
 			return r.save(ctx, StateDone, "", ans.Content, "")
 		}
-		made, err := s.q.CountToolCalls(ctx, id)
+		made, err := s.q.CountToolCalls(ctx, db.CountToolCallsParams{WorkspaceID: ws, TurnID: id})
 		if err != nil {
 			return fmt.Errorf("chat: calls: %w", err)
 		}
@@ -306,7 +306,7 @@ func (r *run) overBudget(ctx context.Context) (bool, error) {
 	if err != nil || set.Budget == 0 {
 		return false, err
 	}
-	used, err := s.q.ConversationTokens(ctx, r.row.ConversationID)
+	used, err := s.q.ConversationTokens(ctx, db.ConversationTokensParams{WorkspaceID: r.row.WorkspaceID, ConversationID: r.row.ConversationID})
 	if err != nil {
 		return false, fmt.Errorf("chat: tokens: %w", err)
 	}
@@ -335,7 +335,7 @@ func (r *run) ask(ctx context.Context) (reply, error) {
 	defer cancel()
 	flush := func(t string) {
 		// Not cancelled half-way (see heartbeat).
-		n, err := s.q.SetStreaming(context.WithoutCancel(ctx), db.SetStreamingParams{ID: r.row.ID, Streaming: t, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
+		n, err := s.q.SetStreaming(context.WithoutCancel(ctx), db.SetStreamingParams{ID: r.row.ID, WorkspaceID: r.row.WorkspaceID, Streaming: t, Owner: text(s.instance), Lease: interval(s.cfg.Lease)})
 		if err == nil && n == 0 {
 			lost = true
 			cancel()
@@ -363,7 +363,7 @@ func (r *run) ask(ctx context.Context) (reply, error) {
 // call's result and goes on.
 func (r *run) settleCalls(ctx context.Context, calls []ToolCall) (waiting bool, err error) {
 	s := r.s
-	rows, err := s.q.ListToolCalls(ctx, r.row.ID)
+	rows, err := s.q.ListToolCalls(ctx, db.ListToolCallsParams{WorkspaceID: r.row.WorkspaceID, TurnID: r.row.ID})
 	if err != nil {
 		return false, fmt.Errorf("chat: calls: %w", err)
 	}
@@ -388,7 +388,7 @@ func (r *run) settleCalls(ctx context.Context, calls []ToolCall) (waiting bool, 
 		}
 		seq++
 	}
-	if rows, err = s.q.ListToolCalls(ctx, r.row.ID); err != nil {
+	if rows, err = s.q.ListToolCalls(ctx, db.ListToolCallsParams{WorkspaceID: r.row.WorkspaceID, TurnID: r.row.ID}); err != nil {
 		return false, fmt.Errorf("chat: calls: %w", err)
 	}
 	byID := map[string]db.ListToolCallsRow{}
@@ -424,7 +424,7 @@ func (r *run) propose(ctx context.Context, ts toolset, c ToolCall, seq int) erro
 		if t, ok := ts.byFunction[c.Name]; ok {
 			tool = t.Name
 		}
-		if err := s.q.InsertToolCall(ctx, db.InsertToolCallParams{TurnID: r.row.ID, ToolCallID: c.ID, Seq: int32(seq), Tool: truncate(tool, 200),
+		if err := s.q.InsertToolCall(ctx, db.InsertToolCallParams{WorkspaceID: r.row.WorkspaceID, TurnID: r.row.ID, ToolCallID: c.ID, Seq: int32(seq), Tool: truncate(tool, 200),
 			ProposalID: uuid.NullUUID{UUID: proposal, Valid: proposal != uuid.Nil}, Outcome: raw}); err != nil {
 			return fmt.Errorf("chat: record call: %w", err)
 		}

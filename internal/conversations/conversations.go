@@ -198,7 +198,7 @@ func (s *Service) PostMessage(ctx context.Context, p auth.Principal, id uuid.UUI
 	if _, err := s.Get(ctx, p, id); err != nil {
 		return Message{}, err
 	}
-	m, err := s.q.InsertMessage(ctx, db.InsertMessageParams{ConversationID: id, Role: role, Content: content,
+	m, err := s.q.InsertMessage(ctx, db.InsertMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: id, Role: role, Content: content,
 		AuthorUserID: uuid.NullUUID{UUID: p.UserID, Valid: true}})
 	if err != nil {
 		return Message{}, fmt.Errorf("conversations: post message: %w", err)
@@ -280,7 +280,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 	var rows []db.Message
 	var olderExist, newerKnown bool
 	if r.After != "" {
-		rows, err = s.q.ListMessagesBetween(ctx, db.ListMessagesBetweenParams{ConversationID: id, After: after, Before: before, MaxLines: int32(r.Limit + 1)})
+		rows, err = s.q.ListMessagesBetween(ctx, db.ListMessagesBetweenParams{WorkspaceID: p.WorkspaceID, ConversationID: id, After: after, Before: before, MaxLines: int32(r.Limit + 1)})
 		if err != nil {
 			return Page{}, fmt.Errorf("conversations: messages: %w", err)
 		}
@@ -290,7 +290,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 		// Without a before cursor, what came after the page is in it.
 		newerKnown = page.Newer || r.Before == ""
 	} else {
-		rows, err = s.q.ListMessagesBefore(ctx, db.ListMessagesBeforeParams{ConversationID: id, Before: before, MaxLines: int32(r.Limit + 1)})
+		rows, err = s.q.ListMessagesBefore(ctx, db.ListMessagesBeforeParams{WorkspaceID: p.WorkspaceID, ConversationID: id, Before: before, MaxLines: int32(r.Limit + 1)})
 		if err != nil {
 			return Page{}, fmt.Errorf("conversations: messages: %w", err)
 		}
@@ -314,14 +314,14 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 		first, last = before, 0 // nothing before "before"
 	}
 	if r.After != "" && after > 0 {
-		prev, err := s.q.PreviousMessageID(ctx, db.PreviousMessageIDParams{ConversationID: id, Before: first})
+		prev, err := s.q.PreviousMessageID(ctx, db.PreviousMessageIDParams{WorkspaceID: p.WorkspaceID, ConversationID: id, Before: first})
 		if err != nil {
 			return Page{}, fmt.Errorf("conversations: messages: %w", err)
 		}
 		olderExist = prev != 0
 	}
 	if !newerKnown {
-		next, err := s.q.NextMessageID(ctx, db.NextMessageIDParams{ConversationID: id, After: last})
+		next, err := s.q.NextMessageID(ctx, db.NextMessageIDParams{WorkspaceID: p.WorkspaceID, ConversationID: id, After: last})
 		if err != nil {
 			return Page{}, fmt.Errorf("conversations: messages: %w", err)
 		}

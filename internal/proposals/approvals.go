@@ -470,7 +470,7 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 		// approver judges what will run, beside what the agent proposed.
 		a.ProposedArguments, a.Arguments = r.Arguments, r.AppliedArguments
 	}
-	votes, err := s.q.ListApprovalVotesDetail(ctx, id)
+	votes, err := s.q.ListApprovalVotesDetail(ctx, db.ListApprovalVotesDetailParams{WorkspaceID: p.WorkspaceID, ApprovalID: id})
 	if err != nil {
 		return Approval{}, fmt.Errorf("proposals: approval votes: %w", err)
 	}
@@ -545,10 +545,10 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		_, err := s.refuseAtEffect(ctx, tx, q, p, ec, policy.PathApproval, aboveCeiling(ec, policy.PathApproval))
 		return Approval{}, Proposal{}, err
 	}
-	if _, err := q.AddApprovalVote(ctx, db.AddApprovalVoteParams{ApprovalID: id, UserID: p.UserID, Constraints: mine}); err != nil {
+	if _, err := q.AddApprovalVote(ctx, db.AddApprovalVoteParams{WorkspaceID: a.WorkspaceID, ApprovalID: id, UserID: p.UserID, Constraints: mine}); err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: vote: %w", err)
 	}
-	votes, err := q.ListApprovalVotes(ctx, id)
+	votes, err := q.ListApprovalVotes(ctx, db.ListApprovalVotesParams{WorkspaceID: a.WorkspaceID, ApprovalID: id})
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: votes: %w", err)
 	}
@@ -560,7 +560,7 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		slices.ContainsFunc(ec.d.constraints, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness })
 	if witness && len(approvers) < 2 {
 		if !a.RequiresWitness {
-			if err := q.RequireWitness(ctx, id); err != nil {
+			if err := q.RequireWitness(ctx, db.RequireWitnessParams{ID: id, WorkspaceID: a.WorkspaceID}); err != nil {
 				return Approval{}, Proposal{}, fmt.Errorf("proposals: require witness: %w", err)
 			}
 			a.RequiresWitness = true
@@ -581,7 +581,7 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: encode constraints: %w", err)
 	}
-	resolved, err := q.ResolveApproval(ctx, db.ResolveApprovalParams{ID: id, Status: ApprovalApproved, Constraints: cs, ResolvedBy: nullUUID(p.UserID)})
+	resolved, err := q.ResolveApproval(ctx, db.ResolveApprovalParams{ID: id, WorkspaceID: a.WorkspaceID, Status: ApprovalApproved, Constraints: cs, ResolvedBy: nullUUID(p.UserID)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx)
 		return Approval{}, Proposal{}, s.notResolvable(ctx, p, id)
@@ -590,7 +590,7 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: resolve approval: %w", err)
 	}
 	if len(attached) > 0 {
-		if err := q.AddProposalConstraints(ctx, db.AddProposalConstraintsParams{ID: prop.ID, Constraints: cs}); err != nil {
+		if err := q.AddProposalConstraints(ctx, db.AddProposalConstraintsParams{ID: prop.ID, WorkspaceID: prop.WorkspaceID, Constraints: cs}); err != nil {
 			return Approval{}, Proposal{}, fmt.Errorf("proposals: attach constraints: %w", err)
 		}
 		ec.stored = append(ec.stored, attached...)
@@ -664,11 +664,11 @@ func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	_, prop, err := s.resolvable(ctx, q, p, id)
+	a, prop, err := s.resolvable(ctx, q, p, id)
 	if err != nil {
 		return Approval{}, Proposal{}, err
 	}
-	resolved, err := q.ResolveApproval(ctx, db.ResolveApprovalParams{ID: id, Status: ApprovalRejected, Constraints: json.RawMessage(`[]`),
+	resolved, err := q.ResolveApproval(ctx, db.ResolveApprovalParams{ID: id, WorkspaceID: a.WorkspaceID, Status: ApprovalRejected, Constraints: json.RawMessage(`[]`),
 		RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedBy: nullUUID(p.UserID)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx)
@@ -677,7 +677,7 @@ func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: resolve approval: %w", err)
 	}
-	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: prop.ID, RejectionReason: pgtype.Text{String: reason, Valid: true},
+	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: prop.ID, WorkspaceID: prop.WorkspaceID, RejectionReason: pgtype.Text{String: reason, Valid: true},
 		ResolvedByUserID: nullUUID(p.UserID), FromStatus: StatusPendingApproval})
 	if err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: reject proposal: %w", err)

@@ -99,7 +99,7 @@ func (s *Service) refuseAtEffect(ctx context.Context, tx pgx.Tx, q *db.Queries, 
 	if err != nil {
 		return Proposal{}, err
 	}
-	if err := q.RecordEffectDecision(ctx, db.RecordEffectDecisionParams{ID: ec.cur.ID, EffectDecision: dj}); err != nil {
+	if err := q.RecordEffectDecision(ctx, db.RecordEffectDecisionParams{ID: ec.cur.ID, WorkspaceID: ec.cur.WorkspaceID, EffectDecision: dj}); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: record effect decision: %w", err)
 	}
 	data := map[string]any{"path": path, "tool": ec.tool.Name, "state": ec.d.State, "action_class": ec.d.class,
@@ -158,7 +158,7 @@ func (s *Service) escalate(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth
 	if ec.edited {
 		applied = ec.args
 	}
-	row, err := q.EscalateProposal(ctx, db.EscalateProposalParams{ID: ec.cur.ID, AppliedArguments: applied, EffectDecision: dj})
+	row, err := q.EscalateProposal(ctx, db.EscalateProposalParams{ID: ec.cur.ID, WorkspaceID: ec.cur.WorkspaceID, AppliedArguments: applied, EffectDecision: dj})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx)
 		return Proposal{}, s.notPending(ctx, p, ec.cur.ID)
@@ -208,7 +208,7 @@ func (s *Service) claim(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Pr
 	if path == policy.PathApproval {
 		from, stored = StatusPendingApproval, PathApproval
 	}
-	claimed, err := q.ClaimProposal(ctx, db.ClaimProposalParams{ID: ec.cur.ID, AppliedArguments: applied, ResolvedByUserID: nullUUID(p.UserID),
+	claimed, err := q.ClaimProposal(ctx, db.ClaimProposalParams{ID: ec.cur.ID, WorkspaceID: ec.cur.WorkspaceID, AppliedArguments: applied, ResolvedByUserID: nullUUID(p.UserID),
 		ApplyPath: pgtype.Text{String: stored, Valid: true}, FromStatus: from, EffectDecision: dj})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx) // free the connection before reading through the pool
@@ -365,7 +365,7 @@ func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, c
 	if dryRun {
 		data["dry_run"] = true
 	}
-	row, err := q.FinishProposal(ctx, db.FinishProposalParams{ID: claimed.ID, Status: status, Result: result,
+	row, err := q.FinishProposal(ctx, db.FinishProposalParams{ID: claimed.ID, WorkspaceID: claimed.WorkspaceID, Status: status, Result: result,
 		Error: pgtype.Text{String: failure, Valid: failure != ""}, DryRun: dryRun})
 	if err != nil {
 		return db.Proposal{}, fmt.Errorf("proposals: finish: %w", err)

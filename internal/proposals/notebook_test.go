@@ -91,7 +91,7 @@ func TestNotebook_RaisingTrustBetweenProposalsChangesTheOutcome(t *testing.T) {
 	if got := f.trustChanges(t, nb.ID); len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 		t.Fatalf("audited trust changes = %v, want %v", got, want)
 	}
-	cells, err := f.props.Cells(ctx, nb.ID)
+	cells, err := f.props.Cells(ctx, f.owner, nb.ID)
 	if err != nil || len(cells) != len(steps) {
 		t.Fatalf("cells: %d, %v", len(cells), err)
 	}

@@ -94,7 +94,7 @@ func (s *Service) PreviewScope(ctx context.Context, p auth.Principal, scope Scop
 	if err := s.ownsScope(ctx, s.q, p, scope); err != nil {
 		return Preview{}, err
 	}
-	params := db.ListRecentDecidedParams{}
+	params := db.ListRecentDecidedParams{WorkspaceID: p.WorkspaceID}
 	if scope.Kind == ScopeConversation {
 		params.ConversationID = nullUUID(scope.ID)
 	} else {
@@ -188,8 +188,8 @@ func runsWithoutAsking(s policy.State) bool {
 
 // ScopeClasses are the action classes the scope's calls were decided as
 // (the caller checked the scope is theirs).
-func (s *Service) ScopeClasses(ctx context.Context, scope Scope) ([]string, error) {
-	params := db.ListScopeClassesParams{}
+func (s *Service) ScopeClasses(ctx context.Context, p auth.Principal, scope Scope) ([]string, error) {
+	params := db.ListScopeClassesParams{WorkspaceID: p.WorkspaceID}
 	if scope.Kind == ScopeConversation {
 		params.ConversationID = nullUUID(scope.ID)
 	} else {

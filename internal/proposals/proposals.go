@@ -586,7 +586,7 @@ func (s *Service) transcribe(ctx context.Context, q *db.Queries, p auth.Principa
 	if scope.Kind == ScopeNotebook {
 		return nil // a notebook's cells are its proposals
 	}
-	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{ConversationID: scope.ID, Role: "tool",
+	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: scope.ID, Role: "tool",
 		Content: tool, ProposalID: nullUUID(proposalID), AuthorUserID: nullUUID(p.UserID)}); err != nil {
 		return fmt.Errorf("proposals: transcript: %w", err)
 	}
@@ -711,7 +711,7 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 	} else if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: get: %w", err)
 	}
-	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: id, RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedByUserID: nullUUID(p.UserID),
+	row, err := q.RejectProposal(ctx, db.RejectProposalParams{ID: id, WorkspaceID: p.WorkspaceID, RejectionReason: pgtype.Text{String: reason, Valid: true}, ResolvedByUserID: nullUUID(p.UserID),
 		FromStatus: StatusPending})
 	if errors.Is(err, pgx.ErrNoRows) {
 		tx.Rollback(ctx)
@@ -749,7 +749,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Prop
 	}
 	out := fromRow(row)
 	if out.State() == policy.StateDeferred {
-		a, err := s.q.GetApprovalForProposal(ctx, id)
+		a, err := s.q.GetApprovalForProposal(ctx, db.GetApprovalForProposalParams{ProposalID: id, WorkspaceID: row.WorkspaceID})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return Proposal{}, fmt.Errorf("proposals: get approval: %w", err)
 		}
@@ -771,8 +771,8 @@ func (p Proposal) State() policy.State {
 
 // Cells returns a notebook's cells in the order they were added. The caller
 // has checked that the notebook is the principal's.
-func (s *Service) Cells(ctx context.Context, notebookID uuid.UUID) ([]Proposal, error) {
-	rows, err := s.q.ListProposalsForNotebook(ctx, nullUUID(notebookID))
+func (s *Service) Cells(ctx context.Context, p auth.Principal, notebookID uuid.UUID) ([]Proposal, error) {
+	rows, err := s.q.ListProposalsForNotebook(ctx, db.ListProposalsForNotebookParams{WorkspaceID: p.WorkspaceID, NotebookID: nullUUID(notebookID)})
 	if err != nil {
 		return nil, fmt.Errorf("proposals: cells: %w", err)
 	}

@@ -224,7 +224,7 @@ func (s *Service) runVerification(ctx context.Context, run db.ReceiptVerificatio
 	v := ResumeVerifier(Progress{Checked: run.Checked, HeadSeq: run.HeadSeq, HeadHash: run.HeadHash,
 		ContentErrors: run.ContentErrors, FirstContentErrorSeq: run.FirstContentErrorSeq})
 	err := s.walkChain(ctx, ws, v, run.TargetSeq.Int64, func(p Progress) error {
-		n, err := s.q.SaveReceiptVerificationProgress(ctx, db.SaveReceiptVerificationProgressParams{ID: run.ID, Attempt: run.Attempt,
+		n, err := s.q.SaveReceiptVerificationProgress(ctx, db.SaveReceiptVerificationProgressParams{ID: run.ID, WorkspaceID: run.WorkspaceID, Attempt: run.Attempt,
 			Checked: p.Checked, HeadSeq: p.HeadSeq, HeadHash: p.HeadHash, ContentErrors: p.ContentErrors, FirstContentErrorSeq: p.FirstContentErrorSeq})
 		if err != nil {
 			return fmt.Errorf("receipts: verification %s: progress: %w", run.ID, err)
@@ -249,15 +249,15 @@ func (s *Service) runVerification(ctx context.Context, run db.ReceiptVerificatio
 	end, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if ctx.Err() != nil {
-		_, rerr := s.q.ReleaseReceiptVerification(end, db.ReleaseReceiptVerificationParams{ID: run.ID, Attempt: run.Attempt})
+		_, rerr := s.q.ReleaseReceiptVerification(end, db.ReleaseReceiptVerificationParams{ID: run.ID, WorkspaceID: run.WorkspaceID, Attempt: run.Attempt})
 		return rerr // else another worker resumes it once its heartbeat is stale
 	}
 	if run.Attempt >= maxAttempts {
-		_, ferr := s.q.FailReceiptVerification(end, db.FailReceiptVerificationParams{ID: run.ID, Attempt: run.Attempt,
+		_, ferr := s.q.FailReceiptVerification(end, db.FailReceiptVerificationParams{ID: run.ID, WorkspaceID: run.WorkspaceID, Attempt: run.Attempt,
 			Error: pgtype.Text{String: fmt.Sprintf("The verification failed %d times (a database error); see the server log, or start another.", run.Attempt), Valid: true}})
 		return errors.Join(err, ferr)
 	}
-	_, rerr := s.q.ReleaseReceiptVerification(end, db.ReleaseReceiptVerificationParams{ID: run.ID, Attempt: run.Attempt})
+	_, rerr := s.q.ReleaseReceiptVerification(end, db.ReleaseReceiptVerificationParams{ID: run.ID, WorkspaceID: run.WorkspaceID, Attempt: run.Attempt})
 	return errors.Join(err, rerr)
 }
 
@@ -269,7 +269,7 @@ func (s *Service) finishVerification(ctx context.Context, run db.ReceiptVerifica
 		return err
 	}
 	p := v.Progress()
-	arg := db.FinishReceiptVerificationParams{ID: run.ID, Attempt: run.Attempt,
+	arg := db.FinishReceiptVerificationParams{ID: run.ID, WorkspaceID: run.WorkspaceID, Attempt: run.Attempt,
 		Checked: p.Checked, HeadSeq: p.HeadSeq, HeadHash: p.HeadHash, ContentErrors: p.ContentErrors, FirstContentErrorSeq: p.FirstContentErrorSeq,
 		Ok: pgtype.Bool{Bool: res.OK, Valid: true}, Pending: pgtype.Int8{Int64: res.Pending, Valid: true}, OldestPendingAt: res.OldestPendingAt}
 	if !res.OK {

@@ -411,7 +411,7 @@ func (s *Service) ClearViolation(ctx context.Context, p auth.Principal, id uuid.
 	if !v.Open() {
 		return Violation{}, apperr.Errorf(apperr.ECONFLICT, "This violation was cleared already.")
 	}
-	row, err := q.ClearViolation(ctx, db.ClearViolationParams{ID: id, ClearedBy: nullID(p.UserID), ClearNote: pgtype.Text{String: note, Valid: true}})
+	row, err := q.ClearViolation(ctx, db.ClearViolationParams{ID: id, WorkspaceID: p.WorkspaceID, ClearedBy: nullID(p.UserID), ClearNote: pgtype.Text{String: note, Valid: true}})
 	if err != nil {
 		return Violation{}, fmt.Errorf("trust: clear violation: %w", err)
 	}
