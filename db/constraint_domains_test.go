@@ -19,7 +19,7 @@ func TestConstraintDomains_RefuseWhatTheChecksRefused(t *testing.T) {
 		"proposals.status": "proposal_status", "proposals.effect": "tool_effect", "proposals.disposition": "disposition",
 		"proposals.rationale": "rationale_text", "proposals.constraints": "jsonb_array", "audit_events.action": "audit_action",
 		"audit_events.actor_kind": "actor_kind", "messages.role": "message_role", "receipts.kind": "receipt_kind",
-		"receipts.hash": "sha256_digest", "receipts.seq": "chain_seq", "receipts.metadata": "jsonb_object",
+		"receipt_links.hash": "sha256_digest", "receipt_links.seq": "chain_seq", "receipts.metadata": "jsonb_object",
 	}
 	for col, want := range columns {
 		var got string

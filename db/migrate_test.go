@@ -23,13 +23,15 @@ func TestMigrations_DownToZeroAndUpAgain(t *testing.T) {
 	if err != nil || dirty || top == 0 {
 		t.Fatalf("start: version %d, dirty %v, %v", top, dirty, err)
 	}
-	for v := top; v > 0; v-- {
+	for v := top; v > 0; {
 		if err := m.Down(); err != nil {
 			t.Fatalf("down from %d: %v", v, err)
 		}
-		if got, dirty, _ := m.Version(); got != v-1 || dirty {
+		got, dirty, _ := m.Version()
+		if got >= v || dirty {
 			t.Fatalf("after down from %d: version %d, dirty %v", v, got, dirty)
 		}
+		v = got
 	}
 	if err := m.Up(); err != nil {
 		t.Fatalf("up again: %v", err)

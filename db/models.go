@@ -343,6 +343,32 @@ type Receipt struct {
 	Content     []byte
 	ContentHash []byte
 	Metadata    json.RawMessage
+	RedactedFor pgtype.Text
+	RedactedAt  *time.Time
+	CreatedAt   time.Time
+	Pos         int64
+}
+
+type ReceiptLink struct {
+	WorkspaceID uuid.UUID
+	Seq         int64
+	ReceiptID   uuid.UUID
+	ReceiptPos  int64
+	PrevHash    []byte
+	Hash        []byte
+	ContentHash []byte
+	ChainedAt   time.Time
+}
+
+type ReceiptRow struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	Kind        string
+	ProposalID  uuid.NullUUID
+	ActionClass pgtype.Text
+	Content     []byte
+	ContentHash []byte
+	Metadata    json.RawMessage
 	Seq         pgtype.Int8
 	PrevHash    []byte
 	Hash        []byte
@@ -350,6 +376,7 @@ type Receipt struct {
 	RedactedAt  *time.Time
 	CreatedAt   time.Time
 	ChainedAt   *time.Time
+	Pos         int64
 }
 
 type ReceiptVerification struct {

@@ -15,43 +15,35 @@ import (
 )
 
 const chainReceipts = `-- name: ChainReceipts :execrows
-UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = $1,
-       content_hash = c.content_hash,
-       content = CASE WHEN c.content = '' THEN r.content ELSE c.content::jsonb END,
-       metadata = CASE WHEN c.metadata = '' THEN r.metadata ELSE c.metadata::jsonb END
-FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS seq,
-             unnest($5::bytea[]) AS prev_hash, unnest($6::bytea[]) AS hash,
-             unnest($7::bytea[]) AS content_hash,
-             unnest($8::text[]) AS content, unnest($9::text[]) AS metadata) AS c
-WHERE r.id = c.id AND r.workspace_id = $2 AND r.seq IS NULL
+INSERT INTO receipt_links (workspace_id, seq, receipt_id, receipt_pos, prev_hash, hash, content_hash, chained_at)
+SELECT $1, c.seq, c.id, c.pos, c.prev_hash, c.hash, c.content_hash, $2
+FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::bigint[]) AS seq, unnest($5::bigint[]) AS pos,
+             unnest($6::bytea[]) AS prev_hash, unnest($7::bytea[]) AS hash,
+             unnest($8::bytea[]) AS content_hash) AS c
 `
 
 type ChainReceiptsParams struct {
-	ChainedAt     *time.Time
 	WorkspaceID   uuid.UUID
+	ChainedAt     time.Time
 	Ids           []uuid.UUID
 	Seqs          []int64
+	Positions     []int64
 	PrevHashes    [][]byte
 	Hashes        [][]byte
 	ContentHashes [][]byte
-	Contents      []string
-	Metadatas     []string
 }
 
-// A receipt whose content could not be canonicalised (stored before the
-// arguments were checked strictly) is chained with its content replaced
-// and its metadata marked (contents and metadatas: ” keeps the row's).
+// The links of a batch, in one statement.
 func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (int64, error) {
 	result, err := q.db.Exec(ctx, chainReceipts,
-		arg.ChainedAt,
 		arg.WorkspaceID,
+		arg.ChainedAt,
 		arg.Ids,
 		arg.Seqs,
+		arg.Positions,
 		arg.PrevHashes,
 		arg.Hashes,
 		arg.ContentHashes,
-		arg.Contents,
-		arg.Metadatas,
 	)
 	if err != nil {
 		return 0, err
@@ -60,8 +52,10 @@ func (q *Queries) ChainReceipts(ctx context.Context, arg ChainReceiptsParams) (i
 }
 
 const countUnchainedReceipts = `-- name: CountUnchainedReceipts :one
-SELECT count(*) AS pending, coalesce(min(created_at), now())::timestamptz AS oldest
-FROM receipts WHERE workspace_id = $1 AND seq IS NULL
+SELECT count(*) AS pending, coalesce(min(r.created_at), now())::timestamptz AS oldest
+FROM receipts r
+WHERE r.workspace_id = $1
+  AND r.pos > coalesce((SELECT l.receipt_pos FROM receipt_links l WHERE l.workspace_id = $1 ORDER BY l.seq DESC LIMIT 1), 0)
 `
 
 type CountUnchainedReceiptsRow struct {
@@ -69,6 +63,7 @@ type CountUnchainedReceiptsRow struct {
 	Oldest  time.Time
 }
 
+// The receipts after the head's position.
 func (q *Queries) CountUnchainedReceipts(ctx context.Context, workspaceID uuid.UUID) (CountUnchainedReceiptsRow, error) {
 	row := q.db.QueryRow(ctx, countUnchainedReceipts, workspaceID)
 	var i CountUnchainedReceiptsRow
@@ -77,7 +72,7 @@ func (q *Queries) CountUnchainedReceipts(ctx context.Context, workspaceID uuid.U
 }
 
 const getReceipt = `-- name: GetReceipt :one
-SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE id = $1 AND workspace_id = $2
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at, pos FROM receipt_rows WHERE id = $1 AND workspace_id = $2
 `
 
 type GetReceiptParams struct {
@@ -85,9 +80,9 @@ type GetReceiptParams struct {
 	WorkspaceID uuid.UUID
 }
 
-func (q *Queries) GetReceipt(ctx context.Context, arg GetReceiptParams) (Receipt, error) {
+func (q *Queries) GetReceipt(ctx context.Context, arg GetReceiptParams) (ReceiptRow, error) {
 	row := q.db.QueryRow(ctx, getReceipt, arg.ID, arg.WorkspaceID)
-	var i Receipt
+	var i ReceiptRow
 	err := row.Scan(
 		&i.ID,
 		&i.WorkspaceID,
@@ -104,13 +99,14 @@ func (q *Queries) GetReceipt(ctx context.Context, arg GetReceiptParams) (Receipt
 		&i.RedactedAt,
 		&i.CreatedAt,
 		&i.ChainedAt,
+		&i.Pos,
 	)
 	return i, err
 }
 
 const getReceiptChainHead = `-- name: GetReceiptChainHead :one
-SELECT seq::bigint AS seq, hash FROM receipts
-WHERE workspace_id = $1 AND seq IS NOT NULL
+SELECT seq::bigint AS seq, hash FROM receipt_links
+WHERE workspace_id = $1
 ORDER BY seq DESC LIMIT 1
 `
 
@@ -127,7 +123,9 @@ func (q *Queries) GetReceiptChainHead(ctx context.Context, workspaceID uuid.UUID
 }
 
 const getReceiptForUpdate = `-- name: GetReceiptForUpdate :one
-SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+WITH locked AS (SELECT x.id FROM receipts x WHERE x.id = $1 AND x.workspace_id = $2 FOR UPDATE)
+SELECT r.id, r.workspace_id, r.kind, r.proposal_id, r.action_class, r.content, r.content_hash, r.metadata, r.seq, r.prev_hash, r.hash, r.redacted_for, r.redacted_at, r.created_at, r.chained_at, r.pos FROM receipt_rows r JOIN locked ON locked.id = r.id
+WHERE r.workspace_id = $2
 `
 
 type GetReceiptForUpdateParams struct {
@@ -135,9 +133,10 @@ type GetReceiptForUpdateParams struct {
 	WorkspaceID uuid.UUID
 }
 
-func (q *Queries) GetReceiptForUpdate(ctx context.Context, arg GetReceiptForUpdateParams) (Receipt, error) {
+// The receipt, its row locked (a redaction's).
+func (q *Queries) GetReceiptForUpdate(ctx context.Context, arg GetReceiptForUpdateParams) (ReceiptRow, error) {
 	row := q.db.QueryRow(ctx, getReceiptForUpdate, arg.ID, arg.WorkspaceID)
-	var i Receipt
+	var i ReceiptRow
 	err := row.Scan(
 		&i.ID,
 		&i.WorkspaceID,
@@ -154,6 +153,7 @@ func (q *Queries) GetReceiptForUpdate(ctx context.Context, arg GetReceiptForUpda
 		&i.RedactedAt,
 		&i.CreatedAt,
 		&i.ChainedAt,
+		&i.Pos,
 	)
 	return i, err
 }
@@ -190,10 +190,11 @@ func (q *Queries) InsertReceipt(ctx context.Context, arg InsertReceiptParams) er
 }
 
 const listChainForVerification = `-- name: ListChainForVerification :many
-SELECT id, seq::bigint AS seq, prev_hash, hash, content_hash, metadata, content, redacted_for, (redacted_at IS NOT NULL)::boolean AS redacted
-FROM receipts
-WHERE workspace_id = $1 AND seq > $2::bigint AND seq <= $3::bigint
-ORDER BY seq
+SELECT r.id, l.seq::bigint AS seq, l.prev_hash, l.hash, l.content_hash, r.metadata, r.content, r.redacted_for, (r.redacted_at IS NOT NULL)::boolean AS redacted
+FROM receipt_links l
+JOIN receipts r ON r.id = l.receipt_id
+WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > $2::bigint AND l.seq <= $3::bigint
+ORDER BY l.seq
 LIMIT $4
 `
 
@@ -254,10 +255,53 @@ func (q *Queries) ListChainForVerification(ctx context.Context, arg ListChainFor
 	return items, nil
 }
 
+const listChainHeadsWithWork = `-- name: ListChainHeadsWithWork :many
+SELECT w.id AS workspace_id, coalesce(h.seq, 0)::bigint AS seq, h.hash, coalesce(h.receipt_pos, 0)::bigint AS receipt_pos
+FROM workspaces w
+LEFT JOIN LATERAL (SELECT l.seq, l.hash, l.receipt_pos FROM receipt_links l WHERE l.workspace_id = w.id ORDER BY l.seq DESC LIMIT 1) h ON true
+WHERE EXISTS (SELECT 1 FROM receipts r WHERE r.workspace_id = w.id AND r.pos > coalesce(h.receipt_pos, 0) AND r.pos <= $1::bigint)
+`
+
+type ListChainHeadsWithWorkRow struct {
+	WorkspaceID uuid.UUID
+	Seq         int64
+	Hash        []byte
+	ReceiptPos  int64
+}
+
+// The workspaces with receipts to chain up to position upto, each with
+// its chain's head (seq 0 and no hash for an empty chain): a probe of
+// receipts_position_idx per workspace after its head's position.
+func (q *Queries) ListChainHeadsWithWork(ctx context.Context, upto int64) ([]ListChainHeadsWithWorkRow, error) {
+	rows, err := q.db.Query(ctx, listChainHeadsWithWork, upto)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListChainHeadsWithWorkRow{}
+	for rows.Next() {
+		var i ListChainHeadsWithWorkRow
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.Seq,
+			&i.Hash,
+			&i.ReceiptPos,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listChainedReceipts = `-- name: ListChainedReceipts :many
-SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts
-WHERE workspace_id = $1 AND seq > $3::bigint
-ORDER BY seq
+SELECT r.id, r.workspace_id, r.kind, r.proposal_id, r.action_class, r.content, r.content_hash, r.metadata, r.seq, r.prev_hash, r.hash, r.redacted_for, r.redacted_at, r.created_at, r.chained_at, r.pos FROM receipt_links l
+JOIN receipt_rows r ON r.id = l.receipt_id
+WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > $3::bigint
+ORDER BY l.seq
 LIMIT $2
 `
 
@@ -268,15 +312,15 @@ type ListChainedReceiptsParams struct {
 }
 
 // A page of the chain in seq order, after a seq (0 for the start).
-func (q *Queries) ListChainedReceipts(ctx context.Context, arg ListChainedReceiptsParams) ([]Receipt, error) {
+func (q *Queries) ListChainedReceipts(ctx context.Context, arg ListChainedReceiptsParams) ([]ReceiptRow, error) {
 	rows, err := q.db.Query(ctx, listChainedReceipts, arg.WorkspaceID, arg.Limit, arg.AfterSeq)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Receipt{}
+	items := []ReceiptRow{}
 	for rows.Next() {
-		var i Receipt
+		var i ReceiptRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.WorkspaceID,
@@ -293,6 +337,7 @@ func (q *Queries) ListChainedReceipts(ctx context.Context, arg ListChainedReceip
 			&i.RedactedAt,
 			&i.CreatedAt,
 			&i.ChainedAt,
+			&i.Pos,
 		); err != nil {
 			return nil, err
 		}
@@ -305,7 +350,7 @@ func (q *Queries) ListChainedReceipts(ctx context.Context, arg ListChainedReceip
 }
 
 const listProposalReceipts = `-- name: ListProposalReceipts :many
-SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id
+SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at, pos FROM receipt_rows WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id
 `
 
 type ListProposalReceiptsParams struct {
@@ -313,15 +358,15 @@ type ListProposalReceiptsParams struct {
 	ProposalID  uuid.NullUUID
 }
 
-func (q *Queries) ListProposalReceipts(ctx context.Context, arg ListProposalReceiptsParams) ([]Receipt, error) {
+func (q *Queries) ListProposalReceipts(ctx context.Context, arg ListProposalReceiptsParams) ([]ReceiptRow, error) {
 	rows, err := q.db.Query(ctx, listProposalReceipts, arg.WorkspaceID, arg.ProposalID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Receipt{}
+	items := []ReceiptRow{}
 	for rows.Next() {
-		var i Receipt
+		var i ReceiptRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.WorkspaceID,
@@ -338,6 +383,7 @@ func (q *Queries) ListProposalReceipts(ctx context.Context, arg ListProposalRece
 			&i.RedactedAt,
 			&i.CreatedAt,
 			&i.ChainedAt,
+			&i.Pos,
 		); err != nil {
 			return nil, err
 		}
@@ -373,15 +419,74 @@ func (q *Queries) ListReceiptWorkspaces(ctx context.Context) ([]uuid.UUID, error
 	return items, nil
 }
 
+const listReceiptsToChain = `-- name: ListReceiptsToChain :many
+SELECT id, pos, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
+WHERE workspace_id = $1 AND pos > $2::bigint AND pos <= $3::bigint
+ORDER BY pos
+LIMIT $4
+`
+
+type ListReceiptsToChainParams struct {
+	WorkspaceID uuid.UUID
+	AfterPos    int64
+	Upto        int64
+	Lim         int32
+}
+
+type ListReceiptsToChainRow struct {
+	ID          uuid.UUID
+	Pos         int64
+	ContentHash []byte
+	Metadata    json.RawMessage
+	Content     json.RawMessage
+}
+
+// A workspace's receipts after its head's position, through upto, in
+// position order. content comes along for the receipts whose content hash
+// the sequencer computes (written on the automatic path without one).
+func (q *Queries) ListReceiptsToChain(ctx context.Context, arg ListReceiptsToChainParams) ([]ListReceiptsToChainRow, error) {
+	rows, err := q.db.Query(ctx, listReceiptsToChain,
+		arg.WorkspaceID,
+		arg.AfterPos,
+		arg.Upto,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListReceiptsToChainRow{}
+	for rows.Next() {
+		var i ListReceiptsToChainRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Pos,
+			&i.ContentHash,
+			&i.Metadata,
+			&i.Content,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listRecentReceipts = `-- name: ListRecentReceipts :many
-SELECT r.id, r.workspace_id, r.kind, r.proposal_id, r.action_class, r.content, r.content_hash, r.metadata, r.seq, r.prev_hash, r.hash, r.redacted_for, r.redacted_at, r.created_at, r.chained_at FROM (
-    (SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts u WHERE u.workspace_id = $1 AND u.seq IS NULL
-     ORDER BY u.created_at DESC, u.id DESC LIMIT $2)
+SELECT r.id, r.workspace_id, r.kind, r.proposal_id, r.action_class, r.content, r.content_hash, r.metadata, r.seq, r.prev_hash, r.hash, r.redacted_for, r.redacted_at, r.created_at, r.chained_at, r.pos FROM (
+    (SELECT u.id, u.workspace_id, u.kind, u.proposal_id, u.action_class, u.content, u.content_hash, u.metadata, u.seq, u.prev_hash, u.hash, u.redacted_for, u.redacted_at, u.created_at, u.chained_at, u.pos FROM receipt_rows u
+     WHERE u.workspace_id = $1
+       AND u.pos > coalesce((SELECT h.receipt_pos FROM receipt_links h WHERE h.workspace_id = $1 ORDER BY h.seq DESC LIMIT 1), 0)
+     ORDER BY u.pos DESC LIMIT $2)
     UNION ALL
-    (SELECT id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata, seq, prev_hash, hash, redacted_for, redacted_at, created_at, chained_at FROM receipts c WHERE c.workspace_id = $1 AND c.seq IS NOT NULL
-     ORDER BY c.seq DESC LIMIT $2)
+    (SELECT c.id, c.workspace_id, c.kind, c.proposal_id, c.action_class, c.content, c.content_hash, c.metadata, c.seq, c.prev_hash, c.hash, c.redacted_for, c.redacted_at, c.created_at, c.chained_at, c.pos FROM receipt_links l JOIN receipt_rows c ON c.id = l.receipt_id
+     WHERE l.workspace_id = $1 AND c.workspace_id = $1
+     ORDER BY l.seq DESC LIMIT $2)
 ) r
-ORDER BY r.seq DESC NULLS FIRST, r.created_at DESC, r.id DESC
+ORDER BY r.seq DESC NULLS FIRST, r.pos DESC
 LIMIT $2
 `
 
@@ -391,19 +496,19 @@ type ListRecentReceiptsParams struct {
 }
 
 // Unchained receipts first (newest first), then the chain from its head
-// down. Each part reads its own partial index (receipts_unchained_idx,
-// receipts_workspace_seq_idx) up to the limit, so the page reads at most
-// twice the limit whatever the chain's length; one index over both
-// cannot exist, the chained one being partial.
-func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceiptsParams) ([]Receipt, error) {
+// down. Each part reads its own index up to the limit
+// (receipts_position_idx after the head's position, receipt_links' primary
+// key from the head down), so the page reads at most twice the limit
+// whatever the chain's length.
+func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceiptsParams) ([]ReceiptRow, error) {
 	rows, err := q.db.Query(ctx, listRecentReceipts, arg.WorkspaceID, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Receipt{}
+	items := []ReceiptRow{}
 	for rows.Next() {
-		var i Receipt
+		var i ReceiptRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.WorkspaceID,
@@ -420,6 +525,7 @@ func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceipts
 			&i.RedactedAt,
 			&i.CreatedAt,
 			&i.ChainedAt,
+			&i.Pos,
 		); err != nil {
 			return nil, err
 		}
@@ -431,98 +537,28 @@ func (q *Queries) ListRecentReceipts(ctx context.Context, arg ListRecentReceipts
 	return items, nil
 }
 
-const listUnchainedReceipts = `-- name: ListUnchainedReceipts :many
-SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
-WHERE workspace_id = $1 AND seq IS NULL
-ORDER BY created_at, id
-LIMIT $2
+const quarantineReceipt = `-- name: QuarantineReceipt :execrows
+UPDATE receipts SET content = $1::jsonb, metadata = $2::jsonb, content_hash = $3
+WHERE id = $4 AND workspace_id = $5
 `
 
-type ListUnchainedReceiptsParams struct {
-	WorkspaceID uuid.UUID
-	Limit       int32
-}
-
-type ListUnchainedReceiptsRow struct {
-	ID          uuid.UUID
-	ContentHash []byte
-	Metadata    json.RawMessage
+type QuarantineReceiptParams struct {
 	Content     json.RawMessage
-}
-
-// content comes along for the receipts whose content hash the sequencer
-// computes (written on the automatic path without one). No row lock: the
-// workspace's chain lock (TryLockReceiptChain) already makes this
-// sequencer the only writer of unchained receipts (a redaction waits for
-// the chain), and a lock per receipt was a WAL record per call.
-func (q *Queries) ListUnchainedReceipts(ctx context.Context, arg ListUnchainedReceiptsParams) ([]ListUnchainedReceiptsRow, error) {
-	rows, err := q.db.Query(ctx, listUnchainedReceipts, arg.WorkspaceID, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ListUnchainedReceiptsRow{}
-	for rows.Next() {
-		var i ListUnchainedReceiptsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.ContentHash,
-			&i.Metadata,
-			&i.Content,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const listWorkspacesWithUnchainedReceipts = `-- name: ListWorkspacesWithUnchainedReceipts :many
-SELECT DISTINCT workspace_id FROM receipts WHERE seq IS NULL
-`
-
-// The sequencer's work list (the partial index receipts_unchained_idx).
-func (q *Queries) ListWorkspacesWithUnchainedReceipts(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listWorkspacesWithUnchainedReceipts)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []uuid.UUID{}
-	for rows.Next() {
-		var workspace_id uuid.UUID
-		if err := rows.Scan(&workspace_id); err != nil {
-			return nil, err
-		}
-		items = append(items, workspace_id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const redactReceipt = `-- name: RedactReceipt :execrows
-UPDATE receipts SET content = NULL, redacted_for = $1, redacted_at = $2
-WHERE id = $3 AND workspace_id = $4 AND content IS NOT NULL AND content_hash IS NOT NULL
-`
-
-type RedactReceiptParams struct {
-	RedactedFor pgtype.Text
-	RedactedAt  *time.Time
+	Metadata    json.RawMessage
+	ContentHash []byte
 	ID          uuid.UUID
 	WorkspaceID uuid.UUID
 }
 
-// Deletes the content only: content_hash, metadata and the chain fields
-// stay, so the chain still verifies.
-func (q *Queries) RedactReceipt(ctx context.Context, arg RedactReceiptParams) (int64, error) {
-	result, err := q.db.Exec(ctx, redactReceipt,
-		arg.RedactedFor,
-		arg.RedactedAt,
+// A receipt whose content could not be canonicalised (stored before the
+// arguments were checked strictly) is chained with its content replaced
+// and its metadata marked (internal/receipts quarantine); rare, and only
+// for receipts written before that check.
+func (q *Queries) QuarantineReceipt(ctx context.Context, arg QuarantineReceiptParams) (int64, error) {
+	result, err := q.db.Exec(ctx, quarantineReceipt,
+		arg.Content,
+		arg.Metadata,
+		arg.ContentHash,
 		arg.ID,
 		arg.WorkspaceID,
 	)
@@ -532,21 +568,46 @@ func (q *Queries) RedactReceipt(ctx context.Context, arg RedactReceiptParams) (i
 	return result.RowsAffected(), nil
 }
 
-const tryLockReceiptChain = `-- name: TryLockReceiptChain :one
-SELECT pg_try_advisory_xact_lock($1::int4, $2::int4) AS locked
+const receiptsHead = `-- name: ReceiptsHead :one
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('receipts', 'pos')), 0)::bigint AS head
 `
 
-type TryLockReceiptChainParams struct {
-	Class  int32
-	Object int32
+// The last position drawn for a receipt: the sequencer feed's candidate
+// (with the transactions writing receipts, see internal/rollup). A
+// position drawn but not yet visible belongs to one of those.
+func (q *Queries) ReceiptsHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, receiptsHead)
+	var head int64
+	err := row.Scan(&head)
+	return head, err
 }
 
-// One sequencer per workspace across all instances: a transaction-scoped
-// advisory lock in the two-key space (class, object), so it never meets the
-// single-key locks that migrations and tests take.
-func (q *Queries) TryLockReceiptChain(ctx context.Context, arg TryLockReceiptChainParams) (bool, error) {
-	row := q.db.QueryRow(ctx, tryLockReceiptChain, arg.Class, arg.Object)
-	var locked bool
-	err := row.Scan(&locked)
-	return locked, err
+const redactReceipt = `-- name: RedactReceipt :execrows
+UPDATE receipts SET content = NULL, content_hash = $1, redacted_for = $2, redacted_at = $3
+WHERE id = $4 AND workspace_id = $5 AND content IS NOT NULL
+`
+
+type RedactReceiptParams struct {
+	ContentHash []byte
+	RedactedFor pgtype.Text
+	RedactedAt  *time.Time
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+}
+
+// Deletes the content only: the content hash (the chain's, which the
+// automatic path's receipts hold only in their link), metadata and the
+// link stay, so the chain still verifies.
+func (q *Queries) RedactReceipt(ctx context.Context, arg RedactReceiptParams) (int64, error) {
+	result, err := q.db.Exec(ctx, redactReceipt,
+		arg.ContentHash,
+		arg.RedactedFor,
+		arg.RedactedAt,
+		arg.ID,
+		arg.WorkspaceID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

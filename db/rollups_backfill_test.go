@@ -115,7 +115,7 @@ func TestRollupsMigration_BackfillMatchesTheRows(t *testing.T) {
 				(SELECT proposal_id FROM call_days_open EXCEPT SELECT id FROM proposals WHERE status IN ('pending', 'pending_approval', 'applying'))) x`},
 		{"watermarks", `
 			SELECT count(*) FROM rollup_feeds
-			WHERE NOT (feed = 'evidence' AND folded_to = (SELECT max(id) FROM evidence) OR feed = 'audit_events' AND folded_to = (SELECT max(id) FROM audit_events))`},
+			WHERE feed IN ('evidence', 'audit_events') AND NOT (feed = 'evidence' AND folded_to = (SELECT max(id) FROM evidence) OR feed = 'audit_events' AND folded_to = (SELECT max(id) FROM audit_events))`},
 	} {
 		var differ int
 		if err := pool.QueryRow(ctx, c.sql).Scan(&differ); err != nil {

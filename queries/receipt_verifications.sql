@@ -20,7 +20,7 @@ SELECT * FROM receipt_verifications WHERE id = $1 AND workspace_id = $2;
 -- the head it verifies to.
 UPDATE receipt_verifications v
 SET status = 'running', attempt = attempt + 1, heartbeat_at = now(), started_at = coalesce(started_at, now()),
-    target_seq = coalesce(target_seq, (SELECT coalesce(max(r.seq), 0)::bigint FROM receipts r WHERE r.workspace_id = v.workspace_id))
+    target_seq = coalesce(target_seq, (SELECT coalesce(max(r.seq), 0)::bigint FROM receipt_links r WHERE r.workspace_id = v.workspace_id))
 WHERE v.id = (
     SELECT q.id FROM receipt_verifications q
     WHERE q.status = 'queued' OR (q.status = 'running' AND q.heartbeat_at < now() - make_interval(secs => @stale_seconds::float8))

@@ -3,87 +3,103 @@
 INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8);
 
--- name: ListWorkspacesWithUnchainedReceipts :many
--- The sequencer's work list (the partial index receipts_unchained_idx).
-SELECT DISTINCT workspace_id FROM receipts WHERE seq IS NULL;
+-- name: ReceiptsHead :one
+-- The last position drawn for a receipt: the sequencer feed's candidate
+-- (with the transactions writing receipts, see internal/rollup). A
+-- position drawn but not yet visible belongs to one of those.
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('receipts', 'pos')), 0)::bigint AS head;
 
--- name: TryLockReceiptChain :one
--- One sequencer per workspace across all instances: a transaction-scoped
--- advisory lock in the two-key space (class, object), so it never meets the
--- single-key locks that migrations and tests take.
-SELECT pg_try_advisory_xact_lock(@class::int4, @object::int4) AS locked;
+-- name: ListChainHeadsWithWork :many
+-- The workspaces with receipts to chain up to position upto, each with
+-- its chain's head (seq 0 and no hash for an empty chain): a probe of
+-- receipts_position_idx per workspace after its head's position.
+SELECT w.id AS workspace_id, coalesce(h.seq, 0)::bigint AS seq, h.hash, coalesce(h.receipt_pos, 0)::bigint AS receipt_pos
+FROM workspaces w
+LEFT JOIN LATERAL (SELECT l.seq, l.hash, l.receipt_pos FROM receipt_links l WHERE l.workspace_id = w.id ORDER BY l.seq DESC LIMIT 1) h ON true
+WHERE EXISTS (SELECT 1 FROM receipts r WHERE r.workspace_id = w.id AND r.pos > coalesce(h.receipt_pos, 0) AND r.pos <= @upto::bigint);
 
 -- name: GetReceiptChainHead :one
-SELECT seq::bigint AS seq, hash FROM receipts
-WHERE workspace_id = $1 AND seq IS NOT NULL
+SELECT seq::bigint AS seq, hash FROM receipt_links
+WHERE workspace_id = $1
 ORDER BY seq DESC LIMIT 1;
 
--- name: ListUnchainedReceipts :many
--- content comes along for the receipts whose content hash the sequencer
--- computes (written on the automatic path without one). No row lock: the
--- workspace's chain lock (TryLockReceiptChain) already makes this
--- sequencer the only writer of unchained receipts (a redaction waits for
--- the chain), and a lock per receipt was a WAL record per call.
-SELECT id, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
-WHERE workspace_id = $1 AND seq IS NULL
-ORDER BY created_at, id
-LIMIT $2;
+-- name: ListReceiptsToChain :many
+-- A workspace's receipts after its head's position, through upto, in
+-- position order. content comes along for the receipts whose content hash
+-- the sequencer computes (written on the automatic path without one).
+SELECT id, pos, content_hash, metadata, (CASE WHEN content_hash IS NULL THEN content END)::jsonb AS content FROM receipts
+WHERE workspace_id = @workspace_id AND pos > @after_pos::bigint AND pos <= @upto::bigint
+ORDER BY pos
+LIMIT @lim;
 
 -- name: ChainReceipts :execrows
+-- The links of a batch, in one statement.
+INSERT INTO receipt_links (workspace_id, seq, receipt_id, receipt_pos, prev_hash, hash, content_hash, chained_at)
+SELECT @workspace_id, c.seq, c.id, c.pos, c.prev_hash, c.hash, c.content_hash, @chained_at
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@seqs::bigint[]) AS seq, unnest(@positions::bigint[]) AS pos,
+             unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash,
+             unnest(@content_hashes::bytea[]) AS content_hash) AS c;
+
+-- name: QuarantineReceipt :execrows
 -- A receipt whose content could not be canonicalised (stored before the
 -- arguments were checked strictly) is chained with its content replaced
--- and its metadata marked (contents and metadatas: '' keeps the row's).
-UPDATE receipts r SET seq = c.seq, prev_hash = c.prev_hash, hash = c.hash, chained_at = @chained_at,
-       content_hash = c.content_hash,
-       content = CASE WHEN c.content = '' THEN r.content ELSE c.content::jsonb END,
-       metadata = CASE WHEN c.metadata = '' THEN r.metadata ELSE c.metadata::jsonb END
-FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@seqs::bigint[]) AS seq,
-             unnest(@prev_hashes::bytea[]) AS prev_hash, unnest(@hashes::bytea[]) AS hash,
-             unnest(@content_hashes::bytea[]) AS content_hash,
-             unnest(@contents::text[]) AS content, unnest(@metadatas::text[]) AS metadata) AS c
-WHERE r.id = c.id AND r.workspace_id = @workspace_id AND r.seq IS NULL;
+-- and its metadata marked (internal/receipts quarantine); rare, and only
+-- for receipts written before that check.
+UPDATE receipts SET content = @content::jsonb, metadata = @metadata::jsonb, content_hash = @content_hash
+WHERE id = @id AND workspace_id = @workspace_id;
 
 -- name: ListChainedReceipts :many
 -- A page of the chain in seq order, after a seq (0 for the start).
-SELECT * FROM receipts
-WHERE workspace_id = $1 AND seq > @after_seq::bigint
-ORDER BY seq
+SELECT r.* FROM receipt_links l
+JOIN receipt_rows r ON r.id = l.receipt_id
+WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > @after_seq::bigint
+ORDER BY l.seq
 LIMIT $2;
 
 -- name: CountUnchainedReceipts :one
-SELECT count(*) AS pending, coalesce(min(created_at), now())::timestamptz AS oldest
-FROM receipts WHERE workspace_id = $1 AND seq IS NULL;
+-- The receipts after the head's position.
+SELECT count(*) AS pending, coalesce(min(r.created_at), now())::timestamptz AS oldest
+FROM receipts r
+WHERE r.workspace_id = $1
+  AND r.pos > coalesce((SELECT l.receipt_pos FROM receipt_links l WHERE l.workspace_id = $1 ORDER BY l.seq DESC LIMIT 1), 0);
 
 -- name: ListRecentReceipts :many
 -- Unchained receipts first (newest first), then the chain from its head
--- down. Each part reads its own partial index (receipts_unchained_idx,
--- receipts_workspace_seq_idx) up to the limit, so the page reads at most
--- twice the limit whatever the chain's length; one index over both
--- cannot exist, the chained one being partial.
+-- down. Each part reads its own index up to the limit
+-- (receipts_position_idx after the head's position, receipt_links' primary
+-- key from the head down), so the page reads at most twice the limit
+-- whatever the chain's length.
 SELECT r.* FROM (
-    (SELECT * FROM receipts u WHERE u.workspace_id = @workspace_id AND u.seq IS NULL
-     ORDER BY u.created_at DESC, u.id DESC LIMIT @lim)
+    (SELECT u.* FROM receipt_rows u
+     WHERE u.workspace_id = @workspace_id
+       AND u.pos > coalesce((SELECT h.receipt_pos FROM receipt_links h WHERE h.workspace_id = @workspace_id ORDER BY h.seq DESC LIMIT 1), 0)
+     ORDER BY u.pos DESC LIMIT @lim)
     UNION ALL
-    (SELECT * FROM receipts c WHERE c.workspace_id = @workspace_id AND c.seq IS NOT NULL
-     ORDER BY c.seq DESC LIMIT @lim)
+    (SELECT c.* FROM receipt_links l JOIN receipt_rows c ON c.id = l.receipt_id
+     WHERE l.workspace_id = @workspace_id AND c.workspace_id = @workspace_id
+     ORDER BY l.seq DESC LIMIT @lim)
 ) r
-ORDER BY r.seq DESC NULLS FIRST, r.created_at DESC, r.id DESC
+ORDER BY r.seq DESC NULLS FIRST, r.pos DESC
 LIMIT @lim;
 
 -- name: ListProposalReceipts :many
-SELECT * FROM receipts WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id;
+SELECT * FROM receipt_rows WHERE workspace_id = $1 AND proposal_id = $2 ORDER BY created_at, id;
 
 -- name: GetReceipt :one
-SELECT * FROM receipts WHERE id = $1 AND workspace_id = $2;
+SELECT * FROM receipt_rows WHERE id = $1 AND workspace_id = $2;
 
 -- name: GetReceiptForUpdate :one
-SELECT * FROM receipts WHERE id = $1 AND workspace_id = $2 FOR UPDATE;
+-- The receipt, its row locked (a redaction's).
+WITH locked AS (SELECT x.id FROM receipts x WHERE x.id = $1 AND x.workspace_id = $2 FOR UPDATE)
+SELECT r.* FROM receipt_rows r JOIN locked ON locked.id = r.id
+WHERE r.workspace_id = $2;
 
 -- name: RedactReceipt :execrows
--- Deletes the content only: content_hash, metadata and the chain fields
--- stay, so the chain still verifies.
-UPDATE receipts SET content = NULL, redacted_for = @redacted_for, redacted_at = @redacted_at
-WHERE id = @id AND workspace_id = @workspace_id AND content IS NOT NULL AND content_hash IS NOT NULL;
+-- Deletes the content only: the content hash (the chain's, which the
+-- automatic path's receipts hold only in their link), metadata and the
+-- link stay, so the chain still verifies.
+UPDATE receipts SET content = NULL, content_hash = @content_hash, redacted_for = @redacted_for, redacted_at = @redacted_at
+WHERE id = @id AND workspace_id = @workspace_id AND content IS NOT NULL;
 
 -- name: ListReceiptWorkspaces :many
 SELECT id FROM workspaces ORDER BY created_at, id;
@@ -92,8 +108,9 @@ SELECT id FROM workspaces ORDER BY created_at, id;
 -- A page of the chain for a verifier, in seq order: after a seq, through
 -- a seq (the head when the verification started), and only the columns
 -- the hashes cover.
-SELECT id, seq::bigint AS seq, prev_hash, hash, content_hash, metadata, content, redacted_for, (redacted_at IS NOT NULL)::boolean AS redacted
-FROM receipts
-WHERE workspace_id = @workspace_id AND seq > @after_seq::bigint AND seq <= @through_seq::bigint
-ORDER BY seq
+SELECT r.id, l.seq::bigint AS seq, l.prev_hash, l.hash, l.content_hash, r.metadata, r.content, r.redacted_for, (r.redacted_at IS NOT NULL)::boolean AS redacted
+FROM receipt_links l
+JOIN receipts r ON r.id = l.receipt_id
+WHERE l.workspace_id = @workspace_id AND r.workspace_id = @workspace_id AND l.seq > @after_seq::bigint AND l.seq <= @through_seq::bigint
+ORDER BY l.seq
 LIMIT @page_size;

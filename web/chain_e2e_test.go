@@ -54,7 +54,7 @@ func TestReceipts_FiveHundredConcurrentOutcomesOnTwoInstancesMakeOneChain(t *tes
 	var calls, receipted, unchained int
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		a.pool.QueryRow(t.Context(), "SELECT count(*) FROM receipts WHERE seq IS NULL").Scan(&unchained)
+		a.pool.QueryRow(t.Context(), "SELECT count(*) FROM receipt_rows WHERE seq IS NULL").Scan(&unchained)
 		if unchained == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -70,7 +70,7 @@ func TestReceipts_FiveHundredConcurrentOutcomesOnTwoInstancesMakeOneChain(t *tes
 		t.Fatalf("%d calls, %d with exactly one execution receipt; want %d", calls, receipted, n)
 	}
 	var total, maxSeq int
-	a.pool.QueryRow(t.Context(), "SELECT count(*), coalesce(max(seq), 0) FROM receipts").Scan(&total, &maxSeq)
+	a.pool.QueryRow(t.Context(), "SELECT count(*), coalesce(max(seq), 0) FROM receipt_rows").Scan(&total, &maxSeq)
 	if total != maxSeq {
 		t.Fatalf("%d receipts but the head is seq %d: a gap", total, maxSeq)
 	}

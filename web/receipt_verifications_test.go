@@ -23,7 +23,7 @@ func (e *env) runningElsewhere(checked, target int) (string, func()) {
 	if err := e.pool.QueryRow(context.Background(), `INSERT INTO receipt_verifications
 		(id, workspace_id, status, attempt, started_at, heartbeat_at, target_seq, checked, head_seq, head_hash)
 		SELECT gen_random_uuid(), $1::uuid, 'running', 1, now(), now(), $3, $2, $2,
-		       coalesce((SELECT hash FROM receipts WHERE workspace_id = $1::uuid AND seq = $2), '\x'::bytea || decode(repeat('00', 32), 'hex'))
+		       coalesce((SELECT hash FROM receipt_rows WHERE workspace_id = $1::uuid AND seq = $2), '\x'::bytea || decode(repeat('00', 32), 'hex'))
 		RETURNING id::text`, e.ws, checked, target).Scan(&id); err != nil {
 		e.t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestReceiptVerificationsAPI_StartInTheBackgroundAndAnswerAStatusURL(t *test
 	}
 
 	// A tampered chain: the next run ends not ok at the first bad seq.
-	if _, err := e.pool.Exec(context.Background(), `UPDATE receipts SET content = content || '{"rationale":"changed"}' WHERE seq = 3`); err != nil {
+	if _, err := e.pool.Exec(context.Background(), `UPDATE receipts SET content = content || '{"rationale":"changed"}' WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 3)`); err != nil {
 		t.Fatal(err)
 	}
 	resp, next := e.api("POST", "/api/v1/receipts/verifications", member, nil)

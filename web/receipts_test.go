@@ -298,7 +298,7 @@ func TestReceiptsPage_ShowsTheChainAndVerifiesNow(t *testing.T) {
 		t.Fatalf("verify without htmx:\n%s", page)
 	}
 	// A broken chain says where.
-	if _, err := e.pool.Exec(context.Background(), "UPDATE receipts SET content = content || '{\"rationale\":\"changed\"}' WHERE seq = 2"); err != nil {
+	if _, err := e.pool.Exec(context.Background(), "UPDATE receipts SET content = content || '{\"rationale\":\"changed\"}' WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 2)"); err != nil {
 		t.Fatal(err)
 	}
 	if _, page := browser.get("/admin/receipts?verify=1"); !strings.Contains(page, "verification-broken") || !strings.Contains(page, "broken at seq 2") {

@@ -218,9 +218,9 @@ func (s *Server) Close() {
 }
 
 // sequence chains receipts every so often, so a receipt is chained well
-// within a second of its outcome; on every instance, since the sequencer
-// takes a lock per workspace. A failing database slows it down to a try
-// every few seconds.
+// within a second of its outcome; on every instance, since one sequencer
+// at a time holds the receipts feed (receipts.Sequence). A failing
+// database slows it down to a try every few seconds.
 func (s *Server) sequence(ctx context.Context, every time.Duration) {
 	defer close(s.chained)
 	wait := every

@@ -109,7 +109,7 @@ func (b *bench) loop(ctx context.Context, name string, clients int, d time.Durat
 	after := costNow(context.WithoutCancel(ctx), b.dbURL, b.pid)
 	r.Cost = perCall(before, after, r.Calls)
 	if isHeadline(name) {
-		r.WAL = walShares(context.WithoutCancel(ctx), b.dbURL, before.lsn, after.lsn, r.Calls)
+		r.WAL = walShares(context.WithoutCancel(ctx), b.dbURL, before.lsn, after.lsn, r.Calls, walSharesLimit)
 	}
 	r.Rate = float64(r.Calls) / r.Elapsed.Seconds()
 	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)

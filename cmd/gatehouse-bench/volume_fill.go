@@ -56,12 +56,13 @@ type cloner struct {
 	n        int // copies made, for keys and titles
 	seq      int64
 	prevHash []byte
-	// evidence ids taken from the identity sequence, not yet used
-	evidenceIDs []int64
-	batch       map[string]*bytes.Buffer
-	columns     map[string][]string // per table, from its first row
-	rows        map[string]int64    // written, per table
-	pending     int                 // copies in the batch
+	// evidence ids and receipt positions taken from their identity
+	// sequences, not yet used
+	evidenceIDs, receiptPositions []int64
+	batch                         map[string]*bytes.Buffer
+	columns                       map[string][]string // per table, from its first row
+	rows                          map[string]int64    // written, per table
+	pending                       int                 // copies in the batch
 }
 
 func newCloner(ctx context.Context, pool *pgxpool.Pool, workspace uuid.UUID, rng *rand.Rand) (*cloner, error) {
@@ -72,7 +73,7 @@ func newCloner(ctx context.Context, pool *pgxpool.Pool, workspace uuid.UUID, rng
 	// writes a receipt while the fill runs (no calls are made); if
 	// something did, the unique (workspace_id, seq) index would fail the
 	// fill or the sequencer loudly rather than fork the chain.
-	err := pool.QueryRow(ctx, `SELECT seq, hash FROM receipts WHERE workspace_id = $1 AND seq IS NOT NULL ORDER BY seq DESC LIMIT 1`, workspace).
+	err := pool.QueryRow(ctx, `SELECT seq, hash FROM receipt_links WHERE workspace_id = $1 ORDER BY seq DESC LIMIT 1`, workspace).
 		Scan(&c.seq, &c.prevHash)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("read the chain's head: %w", err)
@@ -129,9 +130,16 @@ func (c *cloner) clone(ctx context.Context, t *template, at time.Time, given map
 		}
 		row := []byte(b.String())
 		if r.table == "receipts" {
-			var err error
-			if row, err = c.chain(row); err != nil {
+			pos, err := c.receiptPosition(ctx)
+			if err != nil {
+				return err
+			}
+			var link []byte
+			if row, link, err = c.chain(row, pos); err != nil {
 				return fmt.Errorf("template %s: %w", t.name, err)
+			}
+			if err := c.add("receipt_links", link); err != nil {
+				return err
 			}
 		}
 		if err := c.add(r.table, row); err != nil {
@@ -168,57 +176,78 @@ func (c *cloner) newID(version byte, at time.Time) uuid.UUID {
 // evidenceID takes the next id from the evidence table's identity
 // sequence (a thousand at a time).
 func (c *cloner) evidenceID(ctx context.Context) (int64, error) {
-	if len(c.evidenceIDs) == 0 {
-		rows, err := c.pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence('evidence', 'id')) FROM generate_series(1, 1000)`)
-		if err != nil {
-			return 0, fmt.Errorf("evidence ids: %w", err)
-		}
-		if c.evidenceIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
-			return 0, fmt.Errorf("evidence ids: %w", err)
-		}
-	}
-	id := c.evidenceIDs[0]
-	c.evidenceIDs = c.evidenceIDs[1:]
-	return id, nil
+	return c.nextOf(ctx, &c.evidenceIDs, "evidence", "id")
 }
 
-// chain gives a receipt its content hash and its place in the chain, as
-// the sequencer does (internal/receipts/sequencer.go), chained a moment
-// after it was written.
-func (c *cloner) chain(row []byte) ([]byte, error) {
+// receiptPosition takes the next position from the receipts' identity
+// sequence: the fill chains receipts in position order, as the sequencer
+// does.
+func (c *cloner) receiptPosition(ctx context.Context) (int64, error) {
+	return c.nextOf(ctx, &c.receiptPositions, "receipts", "pos")
+}
+
+// nextOf takes the next value of a table's identity column from its
+// sequence, drawing a thousand at a time into taken.
+func (c *cloner) nextOf(ctx context.Context, taken *[]int64, table, column string) (int64, error) {
+	if len(*taken) == 0 {
+		rows, err := c.pool.Query(ctx, `SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, 1000)`, table, column)
+		if err != nil {
+			return 0, fmt.Errorf("%s %s values: %w", table, column, err)
+		}
+		if *taken, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+			return 0, fmt.Errorf("%s %s values: %w", table, column, err)
+		}
+	}
+	v := (*taken)[0]
+	*taken = (*taken)[1:]
+	return v, nil
+}
+
+// chain gives a receipt its position, and makes its link: its content
+// hash and its place in the chain, as the sequencer does
+// (internal/receipts/sequencer.go), chained a moment after it was
+// written.
+func (c *cloner) chain(row []byte, pos int64) (receipt, link []byte, err error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(row, &m); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var id, created string
 	if err := json.Unmarshal(m["id"], &id); err != nil {
-		return nil, fmt.Errorf("receipt id: %w", err)
+		return nil, nil, fmt.Errorf("receipt id: %w", err)
 	}
 	if err := json.Unmarshal(m["created_at"], &created); err != nil {
-		return nil, fmt.Errorf("receipt time: %w", err)
+		return nil, nil, fmt.Errorf("receipt time: %w", err)
 	}
 	at, err := time.Parse(time.RFC3339Nano, created)
 	if err != nil {
-		return nil, fmt.Errorf("receipt time: %w", err)
+		return nil, nil, fmt.Errorf("receipt time: %w", err)
 	}
 	if bytes.Equal(bytes.TrimSpace(m["content"]), []byte("null")) {
-		return nil, fmt.Errorf("receipt %s has no content to hash", id)
+		return nil, nil, fmt.Errorf("receipt %s has no content to hash", id)
 	}
 	contentHash, err := receipts.ContentHash(m["content"])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	seq := c.seq + 1
 	hash, err := receipts.ChainHash(id, seq, c.prevHash, contentHash, m["metadata"])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	bytea := func(b []byte) json.RawMessage { return json.RawMessage(strconv.Quote(`\x` + hex.EncodeToString(b))) }
-	m["seq"] = json.RawMessage(strconv.FormatInt(seq, 10))
-	m["prev_hash"], m["hash"], m["content_hash"] = bytea(c.prevHash), bytea(hash), bytea(contentHash)
-	m["chained_at"] = json.RawMessage(strconv.Quote(at.Add(200 * time.Millisecond).UTC().Format(time.RFC3339Nano)))
+	bytea := func(b []byte) string { return `\x` + hex.EncodeToString(b) }
+	m["pos"] = json.RawMessage(strconv.FormatInt(pos, 10))
+	if receipt, err = json.Marshal(m); err != nil {
+		return nil, nil, err
+	}
+	link, err = json.Marshal(map[string]any{"workspace_id": m["workspace_id"], "seq": seq, "receipt_id": id, "receipt_pos": pos,
+		"prev_hash": bytea(c.prevHash), "hash": bytea(hash), "content_hash": bytea(contentHash),
+		"chained_at": at.Add(200 * time.Millisecond).UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		return nil, nil, err
+	}
 	c.seq, c.prevHash = seq, hash
-	return json.Marshal(m)
+	return receipt, link, nil
 }
 
 // add appends a row to its table's batch (a JSON array).
@@ -264,29 +293,42 @@ func (c *cloner) flush(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	for _, t := range fillTables {
-		buf := c.batch[t.name]
+	for _, table := range flushTables() {
+		buf := c.batch[table]
 		if buf == nil || buf.Len() == 0 {
 			continue
 		}
 		buf.WriteByte(']')
-		cols := make([]string, len(c.columns[t.name]))
-		for i, col := range c.columns[t.name] {
+		cols := make([]string, len(c.columns[table]))
+		for i, col := range c.columns[table] {
 			cols[i] = pgx.Identifier{col}.Sanitize()
 		}
 		overriding := ""
-		if t.name == "evidence" {
+		if table == "evidence" {
 			overriding = "OVERRIDING SYSTEM VALUE" // ids taken from its sequence (evidenceID)
 		}
 		list := strings.Join(cols, ", ")
-		sql := fmt.Sprintf("INSERT INTO %s (%s) %s SELECT %s FROM jsonb_populate_recordset(NULL::%s, $1::jsonb)", t.name, list, overriding, list, t.name)
+		sql := fmt.Sprintf("INSERT INTO %s (%s) %s SELECT %s FROM jsonb_populate_recordset(NULL::%s, $1::jsonb)", table, list, overriding, list, table)
 		if _, err := tx.Exec(ctx, sql, json.RawMessage(buf.Bytes())); err != nil {
-			return fmt.Errorf("fill %s: %w", t.name, err)
+			return fmt.Errorf("fill %s: %w", table, err)
 		}
 		buf.Reset()
 	}
 	c.pending = 0
 	return tx.Commit(ctx)
+}
+
+// flushTables are the tables a batch writes, in order: the templates'
+// and the receipts' links, which the fill makes itself (chain).
+func flushTables() []string {
+	var out []string
+	for _, t := range fillTables {
+		out = append(out, t.name)
+		if t.name == "receipts" {
+			out = append(out, "receipt_links")
+		}
+	}
+	return out
 }
 
 // fillResult is what the fill wrote and how long it took.

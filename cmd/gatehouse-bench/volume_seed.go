@@ -289,7 +289,7 @@ func waitForChain(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var n int
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM receipts WHERE workspace_id = $1 AND seq IS NULL", ws).Scan(&n); err != nil {
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM receipt_rows WHERE workspace_id = $1 AND seq IS NULL", ws).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {

@@ -26,7 +26,7 @@ const walSharesLimit = 30
 // own, and its user a superuser) and divides it by the calls, grouped by
 // relation and record type: what a call writes, and where. nil when the
 // extension is not there or the range was recycled.
-func walShares(ctx context.Context, dbURL, from, to string, calls int) []walShare {
+func walShares(ctx context.Context, dbURL, from, to string, calls, limit int) []walShare {
 	if from == "" || to == "" || calls == 0 {
 		return nil
 	}
@@ -61,7 +61,7 @@ func walShares(ctx context.Context, dbURL, from, to string, calls int) []walShar
 		LEFT JOIN pg_class c ON c.relfilenode = (regexp_match(w.block_ref, 'rel \d+/\d+/(\d+)'))[1]::oid AND c.relfilenode <> 0
 		GROUP BY 1, 2
 		ORDER BY 3 DESC, 1, 2
-		LIMIT $4`, from, to, float64(calls), walSharesLimit)
+		LIMIT $4`, from, to, float64(calls), limit)
 	if err != nil {
 		walSharesErr(err)
 		return nil

@@ -76,7 +76,7 @@ func TestReceiptsVerify_ExitCodesAndACheckpointSavedEarlier(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			var pending int
-			pool.QueryRow(t.Context(), "SELECT count(*) FROM receipts WHERE seq IS NULL").Scan(&pending)
+			pool.QueryRow(t.Context(), "SELECT count(*) FROM receipt_rows WHERE seq IS NULL").Scan(&pending)
 			if pending == 0 {
 				return
 			}
@@ -119,7 +119,7 @@ func TestReceiptsVerify_ExitCodesAndACheckpointSavedEarlier(t *testing.T) {
 	// Someone with database access changes seq 2 and recomputes every hash
 	// after it: the chain verifies on its own, but not against the
 	// checkpoint saved before.
-	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{tool}', '"nothing.happened"') WHERE seq = 2`); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{tool}', '"nothing.happened"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 2)`); err != nil {
 		t.Fatal(err)
 	}
 	if code, out := s.verifyCLI(t); code != 3 || !strings.Contains(out, `"first_bad_seq":2`) {
@@ -158,7 +158,7 @@ func rewriteChain(t *testing.T, pool *pgxpool.Pool, ws uuid.UUID) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(t.Context(), "UPDATE receipts SET content_hash = $2, prev_hash = $3, hash = $4 WHERE id = $1", r.ID, sum, prev, hash); err != nil {
+		if _, err := pool.Exec(t.Context(), "UPDATE receipt_links SET content_hash = $2, prev_hash = $3, hash = $4 WHERE receipt_id = $1", r.ID, sum, prev, hash); err != nil {
 			t.Fatal(err)
 		}
 		prev = hash

@@ -1,11 +1,5 @@
 package receipts
 
-// For tests that hold a workspace's sequencer lock as another instance would.
-var (
-	LockClass       = lockClass
-	ChainLockObject = chainLockObject
-)
-
 // ChainHashOf is ChainHash through the general canonical form.
 func ChainHashOf(receiptID string, seq int64, prevHash, contentHash []byte, metadata []byte) ([]byte, error) {
 	return chainHashOf(link{ReceiptID: receiptID, Seq: seq, PrevHash: Hex(prevHash), ContentHash: Hex(contentHash), Metadata: metadata})

@@ -2,101 +2,107 @@ package receipts
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/rollup"
 )
 
-// BatchSize is the most receipts one sequencer transaction chains.
+// BatchSize is the most receipts of one workspace one sequencer turn
+// chains.
 const BatchSize = 1000
 
-// lockClass is the advisory lock class of the sequencers ("RCPT"); the
-// object is derived from the workspace id (see chainLockObject).
-const lockClass int32 = 0x52435054
-
-// chainLockObject is the advisory lock object of a workspace's chain: the
-// first four bytes of sha256(workspace id). Two workspaces that share it
-// only take turns.
-func chainLockObject(ws uuid.UUID) int32 {
-	sum := sha256.Sum256(ws[:])
-	return int32(binary.BigEndian.Uint32(sum[:4]))
+// Feed is the sequencer as a roll-up feed (internal/rollup): receipts'
+// positions (receipts.pos, drawn as each is inserted) are its ids, and its
+// fold chains the receipts up to a position once every transaction that
+// was writing receipts when that position was read has ended, so a
+// receipt that commits late is never skipped. One sequencer runs at a
+// time across all instances (the feed's row is locked for the turn).
+func Feed(now time.Time, chained *int) rollup.Feed {
+	return rollup.Feed{
+		Name: "receipts",
+		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.ReceiptsHead(ctx) },
+		Fold: func(ctx context.Context, q *db.Queries, _, upto int64) (int64, error) {
+			n, to, err := chainUpTo(ctx, q, upto, now)
+			*chained += n
+			return to, err
+		},
+	}
 }
 
 // Sequence chains the receipts that wait for it, in every workspace, and
-// returns how many it chained. For each workspace it takes the
-// workspace's advisory lock in a transaction (skipping the workspace when
-// another sequencer, on any instance, holds it), reads the head, and gives
-// the next receipts in (created_at, id) order seq head+1…, prev_hash and
-// hash, at most BatchSize per transaction. Seq stays gapless: a batch
-// commits whole or not at all. Calls never wait for it: receipts are
-// written unchained with their outcomes.
+// returns how many it chained: turns of the feed until nothing is left
+// that is safe to chain (or another sequencer holds the feed). Each
+// workspace's receipts get seq head+1… in position order, with prev_hash
+// and hash; seq stays gapless (a turn commits whole or not at all). Calls
+// never wait for it: receipts are written unchained with their outcomes.
 func Sequence(ctx context.Context, pool *pgxpool.Pool, now time.Time) (int, error) {
-	q := db.New(pool)
-	workspaces, err := q.ListWorkspacesWithUnchainedReceipts(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("receipts: sequence: %w", err)
-	}
 	total := 0
-	var errs []error
-	for _, ws := range workspaces {
-		for {
-			n, err := chainBatch(ctx, pool, ws, now)
-			total += n
-			if err != nil {
-				errs = append(errs, err)
-			}
-			if err != nil || n < BatchSize || ctx.Err() != nil {
-				break
-			}
+	f := Feed(now, &total)
+	for range maxTurns {
+		p, err := rollup.Advance(ctx, pool, f)
+		if err != nil {
+			return total, fmt.Errorf("receipts: sequence: %w", err)
+		}
+		if !p.More || p.Busy || ctx.Err() != nil {
+			break
 		}
 	}
-	return total, errors.Join(errs...)
+	return total, nil
 }
 
-// chainBatch chains up to BatchSize of a workspace's receipts in one
-// transaction; 0 when another sequencer holds the workspace.
-func chainBatch(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, now time.Time) (int, error) {
-	tx, err := pool.Begin(ctx)
+// maxTurns bounds one Sequence: a backlog of a million receipts in one
+// workspace is a thousand turns; the server calls again at once when a
+// turn chained something.
+const maxTurns = 64
+
+// chainUpTo chains every workspace's receipts with positions through upto
+// (at most BatchSize per workspace) in q's transaction, and returns how
+// many it chained and the position up to which every receipt is chained
+// now: upto, or less when a workspace had more than a batch.
+func chainUpTo(ctx context.Context, q *db.Queries, upto int64, now time.Time) (int, int64, error) {
+	heads, err := q.ListChainHeadsWithWork(ctx, upto)
 	if err != nil {
-		return 0, fmt.Errorf("receipts: sequence %s: begin: %w", ws, err)
+		return 0, 0, fmt.Errorf("heads: %w", err)
 	}
-	defer tx.Rollback(ctx)
-	q := db.New(tx)
-	locked, err := q.TryLockReceiptChain(ctx, db.TryLockReceiptChainParams{Class: lockClass, Object: chainLockObject(ws)})
+	total, to := 0, upto
+	for _, h := range heads {
+		n, last, err := chainBatch(ctx, q, h, upto, now)
+		total += n
+		if err != nil {
+			return total, 0, err
+		}
+		if n == BatchSize && last < to {
+			// More of this workspace waits: the feed stops at the last
+			// position chained (every workspace is chained that far).
+			to = last
+		}
+	}
+	return total, to, nil
+}
+
+// chainBatch chains up to BatchSize of a workspace's receipts after its
+// head through upto, and returns how many and the last one's position.
+func chainBatch(ctx context.Context, q *db.Queries, h db.ListChainHeadsWithWorkRow, upto int64, now time.Time) (int, int64, error) {
+	ws, head, prev := h.WorkspaceID, h.Seq, h.Hash
+	if head == 0 {
+		prev = GenesisHash
+	}
+	rows, err := q.ListReceiptsToChain(ctx, db.ListReceiptsToChainParams{WorkspaceID: ws, AfterPos: h.ReceiptPos, Upto: upto, Lim: BatchSize})
 	if err != nil {
-		return 0, fmt.Errorf("receipts: sequence %s: lock: %w", ws, err)
-	}
-	if !locked {
-		return 0, nil
-	}
-	// Read under the lock: every earlier holder has committed by now.
-	head, prev := int64(0), GenesisHash
-	switch h, err := q.GetReceiptChainHead(ctx, ws); {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return 0, fmt.Errorf("receipts: sequence %s: head: %w", ws, err)
-	default:
-		head, prev = h.Seq, h.Hash
-	}
-	rows, err := q.ListUnchainedReceipts(ctx, db.ListUnchainedReceiptsParams{WorkspaceID: ws, Limit: BatchSize})
-	if err != nil {
-		return 0, fmt.Errorf("receipts: sequence %s: select: %w", ws, err)
+		return 0, 0, fmt.Errorf("workspace %s: select: %w", ws, err)
 	}
 	if len(rows) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
-	arg := db.ChainReceiptsParams{WorkspaceID: ws, ChainedAt: &now,
-		Ids: make([]uuid.UUID, len(rows)), Seqs: make([]int64, len(rows)), PrevHashes: make([][]byte, len(rows)), Hashes: make([][]byte, len(rows)),
-		ContentHashes: make([][]byte, len(rows)), Contents: make([]string, len(rows)), Metadatas: make([]string, len(rows))}
+	arg := db.ChainReceiptsParams{WorkspaceID: ws, ChainedAt: now,
+		Ids: make([]uuid.UUID, len(rows)), Seqs: make([]int64, len(rows)), Positions: make([]int64, len(rows)),
+		PrevHashes: make([][]byte, len(rows)), Hashes: make([][]byte, len(rows)), ContentHashes: make([][]byte, len(rows))}
 	for i, r := range rows {
 		seq := head + int64(i) + 1
 		if r.ContentHash == nil {
@@ -107,33 +113,32 @@ func chainBatch(ctx context.Context, pool *pgxpool.Pool, ws uuid.UUID, now time.
 				// Stored before every path checked its JSON strictly: one
 				// receipt must not stop the chain, so it is chained kept
 				// as text, its metadata saying so (see quarantine).
-				q, err := quarantine(r.Content, r.Metadata, cerr)
+				qr, err := quarantine(r.Content, r.Metadata, cerr)
 				if err != nil {
-					return 0, fmt.Errorf("receipts: sequence %s: content of %s: %w", ws, r.ID, err)
+					return 0, 0, fmt.Errorf("workspace %s: content of %s: %w", ws, r.ID, err)
 				}
-				r.ContentHash, r.Metadata = q.contentHash, q.metadata
-				arg.Contents[i], arg.Metadatas[i] = string(q.content), string(q.metadata)
+				if _, err := q.QuarantineReceipt(ctx, db.QuarantineReceiptParams{ID: r.ID, WorkspaceID: ws,
+					Content: qr.content, Metadata: qr.metadata, ContentHash: qr.contentHash}); err != nil {
+					return 0, 0, fmt.Errorf("workspace %s: quarantine %s: %w", ws, r.ID, err)
+				}
+				r.ContentHash, r.Metadata = qr.contentHash, qr.metadata
 			}
 		}
-		arg.ContentHashes[i] = r.ContentHash
 		hash, err := ChainHash(r.ID.String(), seq, prev, r.ContentHash, r.Metadata)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		arg.Ids[i], arg.Seqs[i], arg.PrevHashes[i], arg.Hashes[i] = r.ID, seq, prev, hash
+		arg.Ids[i], arg.Seqs[i], arg.Positions[i], arg.PrevHashes[i], arg.Hashes[i], arg.ContentHashes[i] = r.ID, seq, r.Pos, prev, hash, r.ContentHash
 		prev = hash
 	}
 	n, err := q.ChainReceipts(ctx, arg)
 	if err != nil {
-		return 0, fmt.Errorf("receipts: sequence %s: chain: %w", ws, err)
+		return 0, 0, fmt.Errorf("workspace %s: chain: %w", ws, err)
 	}
 	if n != int64(len(rows)) {
-		return 0, fmt.Errorf("receipts: sequence %s: chained %d of %d receipts", ws, n, len(rows))
+		return 0, 0, fmt.Errorf("workspace %s: chained %d of %d receipts", ws, n, len(rows))
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("receipts: sequence %s: commit: %w", ws, err)
-	}
-	return len(rows), nil
+	return len(rows), rows[len(rows)-1].Pos, nil
 }
 
 // ContentErrorKey is the metadata member that marks a receipt whose

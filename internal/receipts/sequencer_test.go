@@ -153,7 +153,7 @@ func TestSequence_ConcurrentReceiptsAndTwoSequencersGiveAGaplessChain(t *testing
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var pending int
-		if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM receipts WHERE seq IS NULL").Scan(&pending); err != nil {
+		if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM receipt_rows WHERE seq IS NULL").Scan(&pending); err != nil {
 			t.Fatal(err)
 		}
 		if pending == 0 {
@@ -175,7 +175,7 @@ func TestSequence_ConcurrentReceiptsAndTwoSequencersGiveAGaplessChain(t *testing
 		want int
 	}{{ws, n - n/10}, {other, n / 10}} {
 		var count, distinct, minSeq, maxSeq int
-		if err := pool.QueryRow(t.Context(), "SELECT count(*), count(DISTINCT seq), min(seq), max(seq) FROM receipts WHERE workspace_id = $1", w.id).
+		if err := pool.QueryRow(t.Context(), "SELECT count(*), count(DISTINCT seq), min(seq), max(seq) FROM receipt_rows WHERE workspace_id = $1", w.id).
 			Scan(&count, &distinct, &minSeq, &maxSeq); err != nil {
 			t.Fatal(err)
 		}
@@ -188,37 +188,72 @@ func TestSequence_ConcurrentReceiptsAndTwoSequencersGiveAGaplessChain(t *testing
 	}
 	for id := range ids {
 		var seq *int64
-		if err := pool.QueryRow(t.Context(), "SELECT seq FROM receipts WHERE id = $1", id).Scan(&seq); err != nil || seq == nil {
+		if err := pool.QueryRow(t.Context(), "SELECT seq FROM receipt_rows WHERE id = $1", id).Scan(&seq); err != nil || seq == nil {
 			t.Fatalf("receipt %s: seq %v, %v", id, seq, err)
 		}
 	}
 }
 
-func TestSequence_SkipsAWorkspaceAnotherSequencerHolds(t *testing.T) {
+func TestSequence_WaitsItsTurnWhileAnotherSequencerHoldsTheFeed(t *testing.T) {
 	t.Parallel()
 	pool := mustPool(t)
 	ws := mustWorkspace(t, pool, "w")
 	record(t, pool, ws, 3)
-	// Hold the workspace's lock as another instance's sequencer would.
+	// Hold the feed as another instance's sequencer would.
 	tx, err := pool.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(t.Context())
-	var locked bool
-	if err := tx.QueryRow(t.Context(), "SELECT pg_try_advisory_xact_lock($1::int4, $2::int4)", receipts.LockClass, receipts.ChainLockObject(ws)).Scan(&locked); err != nil || !locked {
-		t.Fatalf("lock: %v %v", locked, err)
+	if _, err := tx.Exec(t.Context(), "SELECT 1 FROM rollup_feeds WHERE feed = 'receipts' FOR UPDATE"); err != nil {
+		t.Fatal(err)
 	}
 	start := time.Now()
 	if n, err := receipts.Sequence(t.Context(), pool, time.Now()); err != nil || n != 0 {
-		t.Fatalf("with the lock held elsewhere: chained %d, %v", n, err)
+		t.Fatalf("with the feed held elsewhere: chained %d, %v", n, err)
 	}
 	if time.Since(start) > 5*time.Second {
-		t.Error("the sequencer waited for the lock")
+		t.Error("the sequencer waited for the feed")
 	}
 	tx.Rollback(t.Context())
 	if n, err := receipts.Sequence(t.Context(), pool, time.Now()); err != nil || n != 3 {
-		t.Fatalf("after the lock was released: chained %d, %v", n, err)
+		t.Fatalf("after the feed was released: chained %d, %v", n, err)
+	}
+}
+
+// A receipt whose transaction commits after a later one's is not skipped:
+// the sequencer waits for it, then chains both in position order.
+func TestSequence_AReceiptCommittedLateIsChainedInItsPlace(t *testing.T) {
+	t.Parallel()
+	pool := mustPool(t)
+	ws := mustWorkspace(t, pool, "w")
+	late, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Rollback(t.Context())
+	first, err := receipts.Record(t.Context(), db.New(late), ws, typicalContent(1), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := record(t, pool, ws, 1)[0]
+	if n, err := receipts.Sequence(t.Context(), pool, time.Now()); err != nil || n != 0 {
+		t.Fatalf("while an earlier receipt's transaction is open: chained %d, %v; want none", n, err)
+	}
+	if err := late.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := receipts.Sequence(t.Context(), pool, time.Now()); err != nil || n != 2 {
+		t.Fatalf("after it committed: chained %d, %v; want both", n, err)
+	}
+	for want, id := range []uuid.UUID{first, second} {
+		var seq int64
+		if err := pool.QueryRow(t.Context(), "SELECT seq FROM receipt_rows WHERE id = $1", id).Scan(&seq); err != nil || seq != int64(want+1) {
+			t.Fatalf("receipt %d: seq %d, %v; want %d", want+1, seq, err, want+1)
+		}
+	}
+	if res := verify(t, pool, ws, nil); !res.OK || res.HeadSeq != 2 {
+		t.Fatalf("%+v", res)
 	}
 }
 
@@ -253,22 +288,25 @@ func TestVerify_TamperingInSQLIsFoundAtTheFirstBadSeq(t *testing.T) {
 		badSeq  int64
 		because string
 	}{
-		{"a content field changed", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"a different rationale"') WHERE seq = 4`, 4, "does not match its content_hash"},
-		{"a content number changed", `UPDATE receipts SET content = jsonb_set(content, '{arguments,priority}', '2') WHERE seq = 7`, 7, "does not match its content_hash"},
-		{"two rows' seq swapped", `UPDATE receipts SET seq = 1000 WHERE seq = 3; UPDATE receipts SET seq = 3 WHERE seq = 6; UPDATE receipts SET seq = 6 WHERE seq = 1000`, 3, "prev_hash"},
-		{"a row deleted", `DELETE FROM receipts WHERE seq = 5`, 5, "seq 5 is missing"},
+		{"a content field changed", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"a different rationale"') WHERE id = (SELECT receipt_id FROM receipt_links WHERE seq = 4)`, 4, "does not match its content_hash"},
+		{"a content number changed", `UPDATE receipts SET content = jsonb_set(content, '{arguments,priority}', '2') WHERE id = (SELECT receipt_id FROM receipt_links WHERE seq = 7)`, 7, "does not match its content_hash"},
+		{"two rows' seq swapped", `UPDATE receipt_links SET seq = 1000 WHERE seq = 3; UPDATE receipt_links SET seq = 3 WHERE seq = 6; UPDATE receipt_links SET seq = 6 WHERE seq = 1000`, 3, "prev_hash"},
+		{"a row deleted", `WITH l AS (DELETE FROM receipt_links WHERE seq = 5 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 5, "seq 5 is missing"},
 		// Deleting the head leaves a shorter chain that verifies: a checkpoint
 		// saved before is what catches it (see the checkpoint test).
-		{"the head deleted needs a checkpoint to be seen", `DELETE FROM receipts WHERE seq = 10`, 0, ""},
-		{"a row inserted", `UPDATE receipts SET seq = seq + 100 WHERE seq >= 6;
-			INSERT INTO receipts (workspace_id, kind, content, content_hash, metadata, seq, prev_hash, hash)
-			SELECT workspace_id, kind, content, content_hash, metadata, 6, hash, sha256(hash) FROM receipts WHERE seq = 5;
-			UPDATE receipts SET seq = seq - 99 WHERE seq > 100`, 6, "the hash of receipt"},
-		{"a hash changed", `UPDATE receipts SET hash = sha256(hash) WHERE seq = 8`, 8, "the hash of receipt"},
-		{"a content_hash changed with its content", `UPDATE receipts SET content = content || '{"reason":"x"}', content_hash = sha256(convert_to((content || '{"reason":"x"}')::text, 'UTF8')) WHERE seq = 2`, 2, "content_hash"},
-		{"metadata changed", `UPDATE receipts SET metadata = metadata || '{"kind":"refusal"}' WHERE seq = 9`, 9, "the hash of receipt"},
-		{"seq 1 prev_hash changed", `UPDATE receipts SET prev_hash = sha256(prev_hash) WHERE seq = 1`, 1, "not 32 zero bytes"},
-		{"a redaction without its reason", `UPDATE receipts SET content = NULL, redacted_at = now() WHERE seq = 3`, 3, "without a reason"},
+		{"the head deleted needs a checkpoint to be seen", `WITH l AS (DELETE FROM receipt_links WHERE seq = 10 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 0, ""},
+		{"a row inserted", `UPDATE receipt_links SET seq = seq + 100 WHERE seq >= 6;
+			WITH r AS (INSERT INTO receipts (workspace_id, kind, content, content_hash, metadata)
+			           SELECT workspace_id, kind, content, content_hash, metadata FROM receipt_rows WHERE seq = 5 RETURNING id, pos)
+			INSERT INTO receipt_links (workspace_id, seq, receipt_id, receipt_pos, prev_hash, hash, content_hash)
+			SELECT l.workspace_id, 6, r.id, r.pos, l.hash, sha256(l.hash), l.content_hash FROM receipt_links l, r WHERE l.seq = 5;
+			UPDATE receipt_links SET seq = seq - 99 WHERE seq > 100`, 6, "the hash of receipt"},
+		{"a hash changed", `UPDATE receipt_links SET hash = sha256(hash) WHERE seq = 8`, 8, "the hash of receipt"},
+		{"a content_hash changed with its content", `UPDATE receipts SET content = content || '{"reason":"x"}' WHERE id = (SELECT receipt_id FROM receipt_links WHERE seq = 2);
+			UPDATE receipt_links l SET content_hash = sha256(convert_to(r.content::text, 'UTF8')) FROM receipts r WHERE r.id = l.receipt_id AND l.seq = 2`, 2, "content_hash"},
+		{"metadata changed", `UPDATE receipts SET metadata = metadata || '{"kind":"refusal"}' WHERE id = (SELECT receipt_id FROM receipt_links WHERE seq = 9)`, 9, "the hash of receipt"},
+		{"seq 1 prev_hash changed", `UPDATE receipt_links SET prev_hash = sha256(prev_hash) WHERE seq = 1`, 1, "not 32 zero bytes"},
+		{"a redaction without its reason", `UPDATE receipts r SET content = NULL, content_hash = l.content_hash, redacted_at = now() FROM receipt_links l WHERE l.receipt_id = r.id AND l.seq = 3`, 3, "without a reason"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -328,7 +366,7 @@ func TestVerify_ARewrittenChainFailsAgainstAnEarlierCheckpoint(t *testing.T) {
 	}
 
 	// An attacker changes seq 2's content and recomputes every hash after it.
-	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"nothing to see"') WHERE workspace_id = $1 AND seq = 2`, ws); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"nothing to see"') WHERE id = (SELECT receipt_id FROM receipt_links WHERE workspace_id = $1 AND seq = 2)`, ws); err != nil {
 		t.Fatal(err)
 	}
 	rewrite(t, pool, ws)
@@ -341,7 +379,7 @@ func TestVerify_ARewrittenChainFailsAgainstAnEarlierCheckpoint(t *testing.T) {
 	}
 
 	// Cutting the chain below the checkpoint is caught as well.
-	if _, err := pool.Exec(t.Context(), `DELETE FROM receipts WHERE workspace_id = $1 AND seq >= 5`, ws); err != nil {
+	if _, err := pool.Exec(t.Context(), `WITH l AS (DELETE FROM receipt_links WHERE workspace_id = $1 AND seq >= 5 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, ws); err != nil {
 		t.Fatal(err)
 	}
 	res = verify(t, pool, ws, &cp.Checkpoint)
@@ -368,7 +406,7 @@ func rewrite(t *testing.T, pool *pgxpool.Pool, ws uuid.UUID) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(t.Context(), "UPDATE receipts SET content_hash = $2, prev_hash = $3, hash = $4 WHERE id = $1", r.ID, sum, prev, hash); err != nil {
+		if _, err := pool.Exec(t.Context(), "UPDATE receipt_links SET content_hash = $2, prev_hash = $3, hash = $4 WHERE receipt_id = $1", r.ID, sum, prev, hash); err != nil {
 			t.Fatal(err)
 		}
 		prev = hash

@@ -127,7 +127,7 @@ func (r Receipt) Row() Row {
 		Metadata: r.Metadata, Content: r.Content, Redacted: r.RedactedAt != nil, RedactedFor: r.RedactedFor}
 }
 
-func fromRow(r db.Receipt) Receipt {
+func fromRow(r db.ReceiptRow) Receipt {
 	out := Receipt{ID: r.ID, WorkspaceID: r.WorkspaceID, Kind: r.Kind, ActionClass: r.ActionClass.String, Seq: r.Seq.Int64,
 		PrevHash: r.PrevHash, Hash: r.Hash, ContentHash: r.ContentHash, Metadata: r.Metadata, RedactedFor: r.RedactedFor.String,
 		RedactedAt: r.RedactedAt, CreatedAt: r.CreatedAt, ChainedAt: r.ChainedAt}
@@ -140,7 +140,7 @@ func fromRow(r db.Receipt) Receipt {
 	return out
 }
 
-func fromRows(rows []db.Receipt) []Receipt {
+func fromRows(rows []db.ReceiptRow) []Receipt {
 	out := make([]Receipt, len(rows))
 	for i, r := range rows {
 		out[i] = fromRow(r)
@@ -414,7 +414,7 @@ func (s *Service) Overview(ctx context.Context, c Caller, oq OverviewQuery, now 
 		}
 		out.Checkpoint = &cp
 	}
-	var rows []db.Receipt
+	var rows []db.ReceiptRow
 	if oq.Proposal != uuid.Nil {
 		rows, err = s.q.ListProposalReceipts(ctx, db.ListProposalReceiptsParams{WorkspaceID: c.WorkspaceID, ProposalID: uuid.NullUUID{UUID: oq.Proposal, Valid: true}})
 	} else {
@@ -491,14 +491,15 @@ func (s *Service) Redact(ctx context.Context, c Caller, id uuid.UUID, reason str
 	case row.Kind == KindRedaction:
 		return Redaction{}, apperr.Errorf(apperr.ECONFLICT, "A redaction's own receipt is not redacted: it shows the redaction was deliberate.")
 	case row.ContentHash == nil:
-		// Its content hash is the sequencer's to compute, from the content:
-		// it must be chained (within a second) before its content goes.
+		// Its content hash is the sequencer's to compute, from the content
+		// (the automatic path's receipts): it must be chained (within a
+		// second) before its content goes.
 		e := apperr.Errorf(apperr.ECONFLICT, "This receipt is not chained yet; redact it in a second.")
 		e.Extra = map[string]any{"retry_after": 1}
 		return Redaction{}, e
 	}
 	at := now.UTC()
-	if n, err := q.RedactReceipt(ctx, db.RedactReceiptParams{ID: id, WorkspaceID: c.WorkspaceID, RedactedFor: pgtype.Text{String: reason, Valid: true}, RedactedAt: &at}); err != nil {
+	if n, err := q.RedactReceipt(ctx, db.RedactReceiptParams{ID: id, WorkspaceID: c.WorkspaceID, ContentHash: row.ContentHash, RedactedFor: pgtype.Text{String: reason, Valid: true}, RedactedAt: &at}); err != nil {
 		return Redaction{}, fmt.Errorf("receipts: redact %s: %w", id, err)
 	} else if n != 1 {
 		return Redaction{}, fmt.Errorf("receipts: redact %s: %d rows", id, n)

@@ -43,13 +43,13 @@ func TestSequence_AContentItCannotHashIsChainedAsTextAndTheChainMovesOn(t *testi
 		t.Fatalf("Sequence = %d, %v; want all 6 chained", n, err)
 	}
 	var pending int
-	pool.QueryRow(t.Context(), `SELECT count(*) FROM receipts WHERE seq IS NULL`).Scan(&pending)
+	pool.QueryRow(t.Context(), `SELECT count(*) FROM receipt_rows WHERE seq IS NULL`).Scan(&pending)
 	if pending != 0 {
 		t.Fatalf("%d receipts are still unchained", pending)
 	}
 	var seq int64
 	var content, meta []byte
-	if err := pool.QueryRow(t.Context(), `SELECT seq, content, metadata FROM receipts WHERE id = $1`, bad).Scan(&seq, &content, &meta); err != nil {
+	if err := pool.QueryRow(t.Context(), `SELECT seq, content, metadata FROM receipt_rows WHERE id = $1`, bad).Scan(&seq, &content, &meta); err != nil {
 		t.Fatal(err)
 	}
 	var kept map[string]string

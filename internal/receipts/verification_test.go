@@ -126,11 +126,11 @@ func TestVerifyWorkspace_FromACheckpointReadsOnlyWhatFollowsIt(t *testing.T) {
 		fromCheckpoint, full int64
 	}{
 		{"nothing changed", ``, 0, 0},
-		{"a content changed before the checkpoint", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE seq = 3`, 0, 3},
-		{"receipts deleted before the checkpoint", `DELETE FROM receipts WHERE seq IN (2, 4)`, 0, 2},
-		{"a content changed after the checkpoint", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE seq = 9`, 9, 9},
-		{"the checkpoint's receipt changed", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE seq = 6`, 6, 6},
-		{"a receipt deleted after the checkpoint", `DELETE FROM receipts WHERE seq = 8`, 8, 8},
+		{"a content changed before the checkpoint", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 3)`, 0, 3},
+		{"receipts deleted before the checkpoint", `WITH l AS (DELETE FROM receipt_links WHERE seq IN (2, 4) RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 0, 2},
+		{"a content changed after the checkpoint", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 9)`, 9, 9},
+		{"the checkpoint's receipt changed", `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 6)`, 6, 6},
+		{"a receipt deleted after the checkpoint", `WITH l AS (DELETE FROM receipt_links WHERE seq = 8 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 8, 8},
 		{"the tail rewritten from before the checkpoint", `rewrite 2`, 6, 0},
 		{"the tail rewritten from after the checkpoint", `rewrite 8`, 0, 0},
 	} {
@@ -146,7 +146,7 @@ func TestVerifyWorkspace_FromACheckpointReadsOnlyWhatFollowsIt(t *testing.T) {
 			switch {
 			case strings.HasPrefix(c.sql, "rewrite "):
 				from, _ := strconv.Atoi(strings.TrimPrefix(c.sql, "rewrite "))
-				if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"nothing to see"') WHERE seq = $1`, from); err != nil {
+				if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"nothing to see"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = $1)`, from); err != nil {
 					t.Fatal(err)
 				}
 				rewrite(t, pool, ws)
@@ -296,7 +296,7 @@ func TestVerification_ATamperedChainEndsNotOKAtTheFirstBadSeq(t *testing.T) {
 	member := mustUser(t, pool, ws, "member")
 	good, _ := svc.StartVerification(t.Context(), member, 0)
 	runAll(t, svc)
-	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE seq = 17`); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 17)`); err != nil {
 		t.Fatal(err)
 	}
 	run, _ := svc.StartVerification(t.Context(), member, 0)
@@ -332,12 +332,12 @@ func TestVerification_ARunWhoseWorkerDiedIsResumedFromItsProgress(t *testing.T) 
 	// The dead worker had verified seq 1 to 10 and saved it.
 	if _, err := pool.Exec(t.Context(), `UPDATE receipt_verifications v SET status = 'running', attempt = 1, started_at = now() - interval '1 hour',
 		heartbeat_at = now() - interval '1 hour', target_seq = 25, checked = 10, head_seq = 10,
-		head_hash = (SELECT hash FROM receipts WHERE workspace_id = v.workspace_id AND seq = 10) WHERE id = $1`, run.ID); err != nil {
+		head_hash = (SELECT hash FROM receipt_links WHERE workspace_id = v.workspace_id AND seq = 10) WHERE id = $1`, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	// What it verified is not read again: a change there now goes unseen
 	// by this run (the next one finds it).
-	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE seq = 4`); err != nil {
+	if _, err := pool.Exec(t.Context(), `UPDATE receipts SET content = jsonb_set(content, '{rationale}', '"changed"') WHERE id IN (SELECT receipt_id FROM receipt_links WHERE seq = 4)`); err != nil {
 		t.Fatal(err)
 	}
 	if n := runAll(t, svc); n != 1 {
