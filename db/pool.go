@@ -54,6 +54,9 @@ func unmarshalJSON(data []byte, v any) error {
 // checks its plan reads each partial index up to the limit.
 const ListRecentReceiptsSQL = listRecentReceipts
 
+// CountUnchainedReceiptsSQL is the pending count's statement, for its plan test.
+const CountUnchainedReceiptsSQL = countUnchainedReceipts
+
 // SearchRecordsSQL is records.search's statement, for the test that
 // checks its plan uses the trigram indexes.
 const SearchRecordsSQL = searchRecords
