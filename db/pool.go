@@ -76,3 +76,6 @@ const (
 	CountWaitingCardsSQL = countWaitingCards
 	ListAgentOutcomesSQL = listAgentOutcomes
 )
+
+// ListScopeClassesSQL is the header's classes statement, for its plan test.
+const ListScopeClassesSQL = listScopeClasses

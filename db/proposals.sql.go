@@ -898,31 +898,48 @@ func (q *Queries) ListRecentDecidedInWorkspace(ctx context.Context, workspaceID 
 }
 
 const listScopeClasses = `-- name: ListScopeClasses :many
-SELECT DISTINCT action_class::text FROM proposals
-WHERE workspace_id = $1 AND (conversation_id = $2 OR notebook_id = $3) AND action_class IS NOT NULL
+SELECT DISTINCT c.action_class::text FROM (
+    (SELECT p.action_class FROM proposals p
+     WHERE p.workspace_id = $1 AND p.conversation_id = $2
+     ORDER BY p.created_at DESC LIMIT $3)
+    UNION ALL
+    (SELECT p.action_class FROM proposals p
+     WHERE p.workspace_id = $1 AND p.notebook_id = $4
+     ORDER BY p.created_at DESC LIMIT $3)
+) c
+WHERE c.action_class IS NOT NULL
 ORDER BY 1
 `
 
 type ListScopeClassesParams struct {
 	WorkspaceID    uuid.UUID
 	ConversationID uuid.NullUUID
+	MaxCalls       int32
 	NotebookID     uuid.NullUUID
 }
 
-// The action classes a conversation's or notebook's calls were decided as.
+// The action classes a conversation's or notebook's latest calls (up to
+// max_calls) were decided as: a range of the scope's index from its
+// newest call, whatever the scope's history (a DISTINCT over every call
+// took 50 ms at 200,000 calls).
 func (q *Queries) ListScopeClasses(ctx context.Context, arg ListScopeClassesParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, listScopeClasses, arg.WorkspaceID, arg.ConversationID, arg.NotebookID)
+	rows, err := q.db.Query(ctx, listScopeClasses,
+		arg.WorkspaceID,
+		arg.ConversationID,
+		arg.MaxCalls,
+		arg.NotebookID,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	items := []string{}
 	for rows.Next() {
-		var action_class string
-		if err := rows.Scan(&action_class); err != nil {
+		var c_action_class string
+		if err := rows.Scan(&c_action_class); err != nil {
 			return nil, err
 		}
-		items = append(items, action_class)
+		items = append(items, c_action_class)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

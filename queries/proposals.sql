@@ -186,9 +186,20 @@ WITH c AS (
 SELECT count(*)::int AS recorded, min(created_at)::timestamptz AS created_at FROM p;
 
 -- name: ListScopeClasses :many
--- The action classes a conversation's or notebook's calls were decided as.
-SELECT DISTINCT action_class::text FROM proposals
-WHERE workspace_id = sqlc.arg(workspace_id) AND (conversation_id = sqlc.narg(conversation_id) OR notebook_id = sqlc.narg(notebook_id)) AND action_class IS NOT NULL
+-- The action classes a conversation's or notebook's latest calls (up to
+-- max_calls) were decided as: a range of the scope's index from its
+-- newest call, whatever the scope's history (a DISTINCT over every call
+-- took 50 ms at 200,000 calls).
+SELECT DISTINCT c.action_class::text FROM (
+    (SELECT p.action_class FROM proposals p
+     WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.conversation_id = sqlc.narg(conversation_id)
+     ORDER BY p.created_at DESC LIMIT sqlc.arg(max_calls))
+    UNION ALL
+    (SELECT p.action_class FROM proposals p
+     WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.notebook_id = sqlc.narg(notebook_id)
+     ORDER BY p.created_at DESC LIMIT sqlc.arg(max_calls))
+) c
+WHERE c.action_class IS NOT NULL
 ORDER BY 1;
 
 -- name: ListConversationCards :many

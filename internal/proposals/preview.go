@@ -182,14 +182,19 @@ func (s *Service) preview(setting, value string, rows []previewRow, change func(
 	return out, nil
 }
 
+// scopeClassCalls is how many of a scope's latest calls say which classes
+// it uses (the header's graduation hints): a bounded read of its index.
+const scopeClassCalls = 1000
+
 func runsWithoutAsking(s policy.State) bool {
 	return slices.Contains([]policy.State{policy.StateAllowed, policy.StateAllowedWithConstraints}, s)
 }
 
-// ScopeClasses are the action classes the scope's calls were decided as
-// (the caller checked the scope is theirs).
+// ScopeClasses are the action classes the scope's latest calls were
+// decided as (the latest scopeClassCalls; the caller checked the scope is
+// theirs).
 func (s *Service) ScopeClasses(ctx context.Context, p auth.Principal, scope Scope) ([]string, error) {
-	params := db.ListScopeClassesParams{WorkspaceID: p.WorkspaceID}
+	params := db.ListScopeClassesParams{WorkspaceID: p.WorkspaceID, MaxCalls: scopeClassCalls}
 	if scope.Kind == ScopeConversation {
 		params.ConversationID = nullUUID(scope.ID)
 	} else {
