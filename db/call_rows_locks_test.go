@@ -37,7 +37,8 @@ func newCallFixture(t *testing.T, ctx context.Context, pool *pgxpool.Pool, slug 
 }
 
 // writeAlongside writes what is written with a call besides its proposal:
-// its audit row, its receipt, its transcript line; and a guest's chat
+// its audit row and its receipt (its transcript line is the call itself,
+// migration 34); and a guest's chat
 // line in the same conversation.
 const writeAlongside = `
 	WITH a AS (
@@ -46,8 +47,6 @@ const writeAlongside = `
 	), r AS (
 		INSERT INTO receipts (workspace_id, kind, proposal_id, content, content_hash, metadata)
 		VALUES ($1, 'execution', $5, '{}', sha256('{}'::bytea), '{}')
-	), l AS (
-		INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id) VALUES ($1, $4, 'tool', 'records.put', $5, $2)
 	)
 	INSERT INTO messages (workspace_id, conversation_id, role, content, author_user_id) VALUES ($1, $4, 'user', 'hello', $6)`
 
@@ -111,7 +110,7 @@ func TestCallRows_FollowDeletesOfWhatTheyName(t *testing.T) {
 		t.Helper()
 		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM audit_events WHERE workspace_id = $1),
 			(SELECT count(*) FROM receipts WHERE workspace_id = $1),
-			(SELECT count(*) FROM messages WHERE conversation_id = $2 AND role = 'tool'),
+			(SELECT count(*) FROM transcript_lines WHERE conversation_id = $2 AND role = 'tool'),
 			(SELECT count(*) FROM messages WHERE conversation_id = $2 AND role = 'user')`, f.ws, f.conv).
 			Scan(&c.audits, &c.receipts, &c.toolLines, &c.userLines); err != nil {
 			t.Fatal(err)

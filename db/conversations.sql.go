@@ -91,7 +91,7 @@ func (q *Queries) GetConversationForUpdate(ctx context.Context, arg GetConversat
 const listConversations = `-- name: ListConversations :many
 SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, greatest(c.updated_at, coalesce(m.created_at, c.updated_at))::timestamptz AS active_at
 FROM conversations c
-LEFT JOIN LATERAL (SELECT created_at FROM messages WHERE workspace_id = c.workspace_id AND conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
+LEFT JOIN LATERAL (SELECT created_at FROM transcript_lines WHERE workspace_id = c.workspace_id AND conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
 WHERE c.workspace_id = $1 AND c.owner_id = $2
 ORDER BY active_at DESC LIMIT 200
 `
@@ -107,7 +107,7 @@ type ListConversationsRow struct {
 }
 
 // Most recently active first: a conversation's activity is its last
-// message, derived here so no call has to update the conversation's row
+// line (a message or a call), derived here so no call has to update the conversation's row
 // (a row every call in the conversation would queue on).
 func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsParams) ([]ListConversationsRow, error) {
 	rows, err := q.db.Query(ctx, listConversations, arg.WorkspaceID, arg.OwnerID)

@@ -49,7 +49,7 @@ func (q *Queries) InsertMessage(ctx context.Context, arg InsertMessageParams) (M
 }
 
 const listMessagesBefore = `-- name: ListMessagesBefore :many
-SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at, workspace_id FROM messages
+SELECT id, workspace_id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM transcript_lines
 WHERE workspace_id = $1 AND conversation_id = $2 AND id < $3
 ORDER BY id DESC
 LIMIT $4
@@ -63,9 +63,10 @@ type ListMessagesBeforeParams struct {
 }
 
 // A page of a conversation's lines before a position, newest first (the
-// caller turns it round): a range of messages_conversation_idx read
-// backwards, which stops at the LIMIT however long the transcript is.
-func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBeforeParams) ([]Message, error) {
+// caller turns it round): the messages' and the calls' index ranges
+// (messages_conversation_idx, proposals_conversation_idx) read backwards
+// and merged, which stops at the LIMIT however long the transcript is.
+func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBeforeParams) ([]TranscriptLine, error) {
 	rows, err := q.db.Query(ctx, listMessagesBefore,
 		arg.WorkspaceID,
 		arg.ConversationID,
@@ -76,18 +77,18 @@ func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBefore
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Message{}
+	items := []TranscriptLine{}
 	for rows.Next() {
-		var i Message
+		var i TranscriptLine
 		if err := rows.Scan(
 			&i.ID,
+			&i.WorkspaceID,
 			&i.ConversationID,
 			&i.Role,
 			&i.Content,
 			&i.ProposalID,
 			&i.AuthorUserID,
 			&i.CreatedAt,
-			&i.WorkspaceID,
 		); err != nil {
 			return nil, err
 		}
@@ -100,7 +101,7 @@ func (q *Queries) ListMessagesBefore(ctx context.Context, arg ListMessagesBefore
 }
 
 const listMessagesBetween = `-- name: ListMessagesBetween :many
-SELECT id, conversation_id, role, content, proposal_id, author_user_id, created_at, workspace_id FROM messages
+SELECT id, workspace_id, conversation_id, role, content, proposal_id, author_user_id, created_at FROM transcript_lines
 WHERE workspace_id = $1 AND conversation_id = $2 AND id > $3 AND id < $4
 ORDER BY id
 LIMIT $5
@@ -115,8 +116,8 @@ type ListMessagesBetweenParams struct {
 }
 
 // A page of a conversation's lines after a position (and before another),
-// oldest first: a range of messages_conversation_idx with a LIMIT.
-func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetweenParams) ([]Message, error) {
+// oldest first: the two index ranges merged, with a LIMIT.
+func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetweenParams) ([]TranscriptLine, error) {
 	rows, err := q.db.Query(ctx, listMessagesBetween,
 		arg.WorkspaceID,
 		arg.ConversationID,
@@ -128,18 +129,18 @@ func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetwe
 		return nil, err
 	}
 	defer rows.Close()
-	items := []Message{}
+	items := []TranscriptLine{}
 	for rows.Next() {
-		var i Message
+		var i TranscriptLine
 		if err := rows.Scan(
 			&i.ID,
+			&i.WorkspaceID,
 			&i.ConversationID,
 			&i.Role,
 			&i.Content,
 			&i.ProposalID,
 			&i.AuthorUserID,
 			&i.CreatedAt,
-			&i.WorkspaceID,
 		); err != nil {
 			return nil, err
 		}
@@ -152,7 +153,7 @@ func (q *Queries) ListMessagesBetween(ctx context.Context, arg ListMessagesBetwe
 }
 
 const nextMessageID = `-- name: NextMessageID :one
-SELECT coalesce((SELECT id FROM messages WHERE workspace_id = $1 AND conversation_id = $2 AND id > $3 ORDER BY id LIMIT 1), 0)::bigint
+SELECT coalesce((SELECT id FROM transcript_lines WHERE workspace_id = $1 AND conversation_id = $2 AND id > $3 ORDER BY id LIMIT 1), 0)::bigint
 `
 
 type NextMessageIDParams struct {
@@ -170,7 +171,7 @@ func (q *Queries) NextMessageID(ctx context.Context, arg NextMessageIDParams) (i
 }
 
 const previousMessageID = `-- name: PreviousMessageID :one
-SELECT coalesce((SELECT id FROM messages WHERE workspace_id = $1 AND conversation_id = $2 AND id < $3 ORDER BY id DESC LIMIT 1), 0)::bigint
+SELECT coalesce((SELECT id FROM transcript_lines WHERE workspace_id = $1 AND conversation_id = $2 AND id < $3 ORDER BY id DESC LIMIT 1), 0)::bigint
 `
 
 type PreviousMessageIDParams struct {

@@ -312,6 +312,7 @@ type Proposal struct {
 	ClaimedAt         *time.Time
 	EffectDecision    []byte
 	DecisionInput     []byte
+	LineID            int64
 }
 
 type ProposalCallFact struct {
@@ -425,6 +426,17 @@ type Session struct {
 	Token  string
 	Data   []byte
 	Expiry time.Time
+}
+
+type TranscriptLine struct {
+	ID             int64
+	WorkspaceID    uuid.UUID
+	ConversationID uuid.UUID
+	Role           string
+	Content        string
+	ProposalID     uuid.NullUUID
+	AuthorUserID   uuid.NullUUID
+	CreatedAt      time.Time
 }
 
 type TrustThreshold struct {

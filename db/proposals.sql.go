@@ -34,7 +34,7 @@ const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now(),
        effect_decision = $5
 WHERE id = $1 AND workspace_id = $6 AND status = $7::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 `
 
 type ClaimProposalParams struct {
@@ -95,6 +95,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
@@ -122,7 +123,7 @@ func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsPara
 const escalateProposal = `-- name: EscalateProposal :one
 UPDATE proposals SET status = 'pending_approval', applied_arguments = $2, effect_decision = $3
 WHERE id = $1 AND workspace_id = $4 AND status = 'pending'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 `
 
 type EscalateProposalParams struct {
@@ -177,6 +178,7 @@ func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalPara
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
@@ -184,7 +186,7 @@ func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalPara
 const finishProposal = `-- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
 WHERE id = $1 AND workspace_id = $6 AND status = 'applying'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 `
 
 type FinishProposalParams struct {
@@ -241,12 +243,13 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
 
 const getProposal = `-- name: GetProposal :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetProposalParams struct {
@@ -294,12 +297,13 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
 
 const getProposalForUpdate = `-- name: GetProposalForUpdate :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
 `
 
 type GetProposalForUpdateParams struct {
@@ -348,12 +352,13 @@ func (q *Queries) GetProposalForUpdate(ctx context.Context, arg GetProposalForUp
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
 
 const getProposalInWorkspace = `-- name: GetProposalInWorkspace :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE id = $1 AND workspace_id = $2
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2
 `
 
 type GetProposalInWorkspaceParams struct {
@@ -400,12 +405,13 @@ func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInW
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
 
 const getProposalInWorkspaceForUpdate = `-- name: GetProposalInWorkspaceForUpdate :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
 `
 
 type GetProposalInWorkspaceForUpdateParams struct {
@@ -451,6 +457,7 @@ func (q *Queries) GetProposalInWorkspaceForUpdate(ctx context.Context, arg GetPr
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
@@ -463,7 +470,7 @@ INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, pro
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
         CASE WHEN $21::proposal_status = 'applying' THEN now() END, $24, $25)
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 `
 
 type InsertProposalParams struct {
@@ -558,12 +565,13 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
 
 const listConversationCards = `-- name: ListConversationCards :many
-SELECT p.id, p.workspace_id, p.conversation_id, p.proposed_by_user_id, p.proposed_by_token_id, p.proposed_by_kind, p.tool, p.effect, p.arguments, p.rationale, p.permission_mode, p.disposition, p.status, p.applied_arguments, p.result, p.error, p.rejection_reason, p.resolved_by_user_id, p.apply_path, p.created_at, p.resolved_at, p.notebook_id, p.owner_id, p.trust_level, p.authority, p.risk, p.action_class, p.state, p.decision, p.constraints, p.dry_run, p.claimed_at, p.effect_decision, p.decision_input,
+SELECT p.id, p.workspace_id, p.conversation_id, p.proposed_by_user_id, p.proposed_by_token_id, p.proposed_by_kind, p.tool, p.effect, p.arguments, p.rationale, p.permission_mode, p.disposition, p.status, p.applied_arguments, p.result, p.error, p.rejection_reason, p.resolved_by_user_id, p.apply_path, p.created_at, p.resolved_at, p.notebook_id, p.owner_id, p.trust_level, p.authority, p.risk, p.action_class, p.state, p.decision, p.constraints, p.dry_run, p.claimed_at, p.effect_decision, p.decision_input, p.line_id,
        coalesce(pu.email, '')::text AS proposer_email, coalesce(ru.email, '')::text AS decider_email,
        coalesce(t.name, '')::text AS token_name, coalesce(t.kind, '')::text AS token_kind
 FROM proposals p
@@ -644,6 +652,7 @@ func (q *Queries) ListConversationCards(ctx context.Context, arg ListConversatio
 			&i.Proposal.ClaimedAt,
 			&i.Proposal.EffectDecision,
 			&i.Proposal.DecisionInput,
+			&i.Proposal.LineID,
 			&i.ProposerEmail,
 			&i.DeciderEmail,
 			&i.TokenName,
@@ -660,7 +669,7 @@ func (q *Queries) ListConversationCards(ctx context.Context, arg ListConversatio
 }
 
 const listOpenInConversation = `-- name: ListOpenInConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals
 WHERE workspace_id = $1 AND conversation_id = $2
   AND status IN ('pending', 'pending_approval', 'applying')
 ORDER BY created_at DESC
@@ -720,6 +729,7 @@ func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConv
 			&i.ClaimedAt,
 			&i.EffectDecision,
 			&i.DecisionInput,
+			&i.LineID,
 		); err != nil {
 			return nil, err
 		}
@@ -732,7 +742,7 @@ func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConv
 }
 
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals WHERE workspace_id = $1 AND notebook_id = $2 ORDER BY created_at, id
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE workspace_id = $1 AND notebook_id = $2 ORDER BY created_at, id
 `
 
 type ListProposalsForNotebookParams struct {
@@ -785,6 +795,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, arg ListProposal
 			&i.ClaimedAt,
 			&i.EffectDecision,
 			&i.DecisionInput,
+			&i.LineID,
 		); err != nil {
 			return nil, err
 		}
@@ -901,7 +912,7 @@ const listScopeClasses = `-- name: ListScopeClasses :many
 SELECT DISTINCT c.action_class::text FROM (
     (SELECT p.action_class FROM proposals p
      WHERE p.workspace_id = $1 AND p.conversation_id = $2
-     ORDER BY p.created_at DESC LIMIT $3)
+     ORDER BY p.line_id DESC LIMIT $3)
     UNION ALL
     (SELECT p.action_class FROM proposals p
      WHERE p.workspace_id = $1 AND p.notebook_id = $4
@@ -948,7 +959,7 @@ func (q *Queries) ListScopeClasses(ctx context.Context, arg ListScopeClassesPara
 }
 
 const listStuckProposals = `-- name: ListStuckProposals :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input FROM proposals
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals
 WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2
 ORDER BY claimed_at LIMIT 100
 `
@@ -1003,6 +1014,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 			&i.ClaimedAt,
 			&i.EffectDecision,
 			&i.DecisionInput,
+			&i.LineID,
 		); err != nil {
 			return nil, err
 		}
@@ -1110,10 +1122,7 @@ WITH p AS (
             $15, $16, $17, $18, $19, $20,
             $21, $22, $23, $24, 'auto', $3, now(), now(),
             $19, $25)
-    RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
-), line AS (
-    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
-    SELECT p.workspace_id, p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
+    RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, $27
@@ -1164,9 +1173,10 @@ type RecordAutoCallParams struct {
 }
 
 // The automatic path's whole record in one statement, after the tool ran
-// in the same transaction: the proposal in its final state, its transcript
-// line (conversations), its two audit rows and its receipt. One round trip
-// instead of six, and no row any other call writes.
+// in the same transaction: the proposal in its final state (its own
+// transcript line, in a conversation: migration 34), its two audit rows
+// and its receipt. One round trip instead of five, and no row any other
+// call writes.
 // Only the time: the caller has everything else in memory.
 func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) (time.Time, error) {
 	row := q.db.QueryRow(ctx, recordAutoCall,
@@ -1226,10 +1236,6 @@ WITH c AS (
            'auto', (c.r->>'owner_id')::uuid, now(), now(), nullif(c.r->'decision', 'null'), nullif(c.r->'decision_input', 'null')
     FROM c ORDER BY c.ord
     RETURNING id, created_at
-), line AS (
-    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
-    SELECT (c.r->>'workspace_id')::uuid, (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
-    WHERE c.r->>'conversation_id' IS NOT NULL ORDER BY c.ord
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT (c.r->>'workspace_id')::uuid, c.r->>'actor_kind', (c.r->>'owner_id')::uuid, (c.r->>'proposed_by_token_id')::uuid,
@@ -1283,7 +1289,7 @@ func (q *Queries) RecordEffectDecision(ctx context.Context, arg RecordEffectDeci
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
 WHERE id = $1 AND workspace_id = $4 AND status = $5::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 `
 
 type RejectProposalParams struct {
@@ -1338,6 +1344,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }
@@ -1345,7 +1352,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 const settleStuckProposal = `-- name: SettleStuckProposal :one
 UPDATE proposals SET status = $3, error = $4, resolved_at = now()
 WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < $5
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
 `
 
 type SettleStuckProposalParams struct {
@@ -1401,6 +1408,7 @@ func (q *Queries) SettleStuckProposal(ctx context.Context, arg SettleStuckPropos
 		&i.ClaimedAt,
 		&i.EffectDecision,
 		&i.DecisionInput,
+		&i.LineID,
 	)
 	return i, err
 }

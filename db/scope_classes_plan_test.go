@@ -21,16 +21,21 @@ func TestScopeClasses_ReadTheLatestCallsOnly(t *testing.T) {
 	ctx := context.Background()
 	pool := dbtest.MustPool(t)
 	f := newCallFixture(t, ctx, pool, "scope-classes")
-	fillHistory(t, ctx, pool, f, 5000)
-	// An old call of another class, and a recent one of a third.
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_kind, tool, effect, arguments,
-		                       rationale, permission_mode, disposition, action_class, created_at)
-		VALUES ($1, $2, $3, $2, 'agent', 'email.send', 'mutate', '{}', 'an old mail', 'approve', 'propose', 'email.send.external', now() - interval '300 days'),
-		       ($1, $2, $3, $2, 'agent', 'records.get', 'read', '{}', 'a recent read', 'approve', 'auto-run', 'records.read', now())`,
-		f.ws, f.user, f.conv); err != nil {
-		t.Fatal(err)
+	// An old call of another class, 5,000 calls, and a recent call of a
+	// third class, in that order (the order of their lines).
+	call := func(tool, effect, class string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_kind, tool, effect, arguments,
+			                       rationale, permission_mode, disposition, action_class)
+			VALUES ($1, $2, $3, $2, 'agent', $4, $5, '{}', 'a call of ' || $4, 'approve', 'propose', $6)`,
+			f.ws, f.user, f.conv, tool, effect, class); err != nil {
+			t.Fatal(err)
+		}
 	}
+	call("email.send", "mutate", "email.send.external")
+	fillHistory(t, ctx, pool, f, 5000)
+	call("records.get", "read", "records.read")
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE proposals`); err != nil {
 		t.Fatal(err)
 	}

@@ -114,9 +114,10 @@ WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3;
 
 -- name: RecordAutoCall :one
 -- The automatic path's whole record in one statement, after the tool ran
--- in the same transaction: the proposal in its final state, its transcript
--- line (conversations), its two audit rows and its receipt. One round trip
--- instead of six, and no row any other call writes.
+-- in the same transaction: the proposal in its final state (its own
+-- transcript line, in a conversation: migration 34), its two audit rows
+-- and its receipt. One round trip instead of five, and no row any other
+-- call writes.
 WITH p AS (
     INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                            proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
@@ -129,9 +130,6 @@ WITH p AS (
             sqlc.arg(status), sqlc.narg(result), sqlc.narg(error), sqlc.arg(dry_run), 'auto', sqlc.arg(owner_id), now(), now(),
             sqlc.arg(decision), sqlc.arg(decision_input))
     RETURNING *
-), line AS (
-    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
-    SELECT p.workspace_id, p.conversation_id, 'tool', p.tool, p.id, p.owner_id FROM p WHERE p.conversation_id IS NOT NULL
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT p.workspace_id, sqlc.arg(actor_kind), p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, sqlc.arg(retention_until)
@@ -166,10 +164,6 @@ WITH c AS (
            'auto', (c.r->>'owner_id')::uuid, now(), now(), nullif(c.r->'decision', 'null'), nullif(c.r->'decision_input', 'null')
     FROM c ORDER BY c.ord
     RETURNING id, created_at
-), line AS (
-    INSERT INTO messages (workspace_id, conversation_id, role, content, proposal_id, author_user_id)
-    SELECT (c.r->>'workspace_id')::uuid, (c.r->>'conversation_id')::uuid, 'tool', c.r->>'tool', p.id, (c.r->>'owner_id')::uuid FROM p JOIN c ON c.id = p.id
-    WHERE c.r->>'conversation_id' IS NOT NULL ORDER BY c.ord
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT (c.r->>'workspace_id')::uuid, c.r->>'actor_kind', (c.r->>'owner_id')::uuid, (c.r->>'proposed_by_token_id')::uuid,
@@ -193,7 +187,7 @@ SELECT count(*)::int AS recorded, min(created_at)::timestamptz AS created_at FRO
 SELECT DISTINCT c.action_class::text FROM (
     (SELECT p.action_class FROM proposals p
      WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.conversation_id = sqlc.narg(conversation_id)
-     ORDER BY p.created_at DESC LIMIT sqlc.arg(max_calls))
+     ORDER BY p.line_id DESC LIMIT sqlc.arg(max_calls))
     UNION ALL
     (SELECT p.action_class FROM proposals p
      WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.notebook_id = sqlc.narg(notebook_id)

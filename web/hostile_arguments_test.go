@@ -37,7 +37,7 @@ func (e *env) storedRows() string {
 	e.t.Helper()
 	var proposals, receipts, records, audit, messages int
 	if err := e.pool.QueryRow(e.t.Context(), `SELECT (SELECT count(*) FROM proposals), (SELECT count(*) FROM receipts),
-		(SELECT count(*) FROM records), (SELECT count(*) FROM audit_events), (SELECT count(*) FROM messages)`).
+		(SELECT count(*) FROM records), (SELECT count(*) FROM audit_events), (SELECT count(*) FROM transcript_lines WHERE conversation_id IS NOT NULL)`).
 		Scan(&proposals, &receipts, &records, &audit, &messages); err != nil {
 		e.t.Fatal(err)
 	}

@@ -243,7 +243,7 @@ func TestConversationMessagesAPI_PagesEveryMessageOnceInOrder(t *testing.T) {
 	lc := newLongConversation(t, 600)
 	e, base := lc.e, "/api/v1/conversations/"+lc.id+"/messages"
 	var want []int64
-	rows, err := e.pool.Query(context.Background(), "SELECT id FROM messages WHERE conversation_id = $1 ORDER BY id", lc.id)
+	rows, err := e.pool.Query(context.Background(), "SELECT id FROM transcript_lines WHERE conversation_id = $1 ORDER BY id", lc.id)
 	if err != nil {
 		t.Fatal(err)
 	}

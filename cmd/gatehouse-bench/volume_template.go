@@ -200,6 +200,11 @@ func compileTemplate(name string, rows []capturedRow, optional int, refs []uuid.
 		for _, col := range identity[r.table] {
 			delete(m, col)
 		}
+		if r.table == "proposals" {
+			// A call's transcript position, drawn by default from the
+			// messages' sequence like theirs (migration 37).
+			delete(m, "line_id")
+		}
 		switch r.table {
 		case "evidence":
 			// Evidence ids are named in the audit row that records them,

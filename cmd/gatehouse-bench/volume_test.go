@@ -343,7 +343,7 @@ func TestFill_TheServerReadsWhatItWrote(t *testing.T) {
 	if got := count("SELECT count(*) FROM conversations"); got != plan.Conversations {
 		t.Errorf("%d conversations, want %d", got, plan.Conversations)
 	}
-	if got := count("SELECT count(*) FROM messages GROUP BY conversation_id ORDER BY count(*) DESC LIMIT 1"); got < plan.HotCalls {
+	if got := count("SELECT count(*) FROM proposals WHERE conversation_id IS NOT NULL GROUP BY conversation_id ORDER BY count(*) DESC LIMIT 1"); got < plan.HotCalls {
 		t.Errorf("the hot conversation has %d calls, want %d or more", got, plan.HotCalls)
 	}
 	if got, seeded := count("SELECT count(*) FROM evidence"), count("SELECT count(*) FROM evidence WHERE created_at > now() - interval '1 hour'"); got-seeded != int(res.Fill.Rows["evidence"]) || got-seeded < plan.Evidence {

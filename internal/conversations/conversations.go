@@ -277,7 +277,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 	}
 
 	var page Page
-	var rows []db.Message
+	var rows []db.TranscriptLine
 	var olderExist, newerKnown bool
 	if r.After != "" {
 		rows, err = s.q.ListMessagesBetween(ctx, db.ListMessagesBetweenParams{WorkspaceID: p.WorkspaceID, ConversationID: id, After: after, Before: before, MaxLines: int32(r.Limit + 1)})
@@ -303,7 +303,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 	}
 	page.Messages = make([]Message, len(rows))
 	for i, row := range rows {
-		page.Messages[i] = messageFromRow(row)
+		page.Messages[i] = lineFromRow(row)
 	}
 
 	// The other direction: one index probe each, when the read did not tell.
@@ -332,6 +332,11 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 	}
 	page.Next = cur.encode(newer, last)
 	return page, nil
+}
+
+// lineFromRow is a transcript line: a message, or a call's line.
+func lineFromRow(m db.TranscriptLine) Message {
+	return Message{ID: m.ID, Role: m.Role, Content: m.Content, ProposalID: m.ProposalID.UUID, CreatedAt: m.CreatedAt}
 }
 
 func messageFromRow(m db.Message) Message {

@@ -56,7 +56,7 @@ func written(t *testing.T, f *fixture) string {
 	var out string
 	for _, q := range []string{
 		`SELECT coalesce(jsonb_agg(to_jsonb(p) ORDER BY p.id), '[]')::text FROM proposals p`,
-		`SELECT coalesce(jsonb_agg(to_jsonb(m) - 'id' ORDER BY m.id), '[]')::text FROM messages m`,
+		`SELECT coalesce(jsonb_agg(to_jsonb(m) - 'id' ORDER BY m.id), '[]')::text FROM transcript_lines m`,
 		`SELECT coalesce(jsonb_agg(to_jsonb(a) - 'id' ORDER BY a.subject_id, a.action), '[]')::text FROM audit_events a WHERE a.subject_type = 'proposal'`,
 		`SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY r.proposal_id), '[]')::text FROM receipts r WHERE r.proposal_id IS NOT NULL`,
 	} {
@@ -103,7 +103,7 @@ func countRows(t *testing.T, f *fixture) rowCounts {
 	var c rowCounts
 	if err := f.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM proposals), (SELECT count(*) FROM records),
 		(SELECT count(*) FROM audit_events WHERE subject_type = 'proposal'), (SELECT count(*) FROM receipts WHERE proposal_id IS NOT NULL),
-		(SELECT count(*) FROM messages)`).Scan(&c.proposals, &c.records, &c.audit, &c.receipts, &c.lines); err != nil {
+		(SELECT count(*) FROM transcript_lines WHERE conversation_id IS NOT NULL)`).Scan(&c.proposals, &c.records, &c.audit, &c.receipts, &c.lines); err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -225,11 +225,11 @@ func TestGroupCommit_ConcurrentCallsThroughProposeAllLandOnce(t *testing.T) {
 	}
 	// Every line points at its own call, in the order the calls were recorded.
 	var misplaced int
-	f.pool.QueryRow(ctx, `SELECT count(*) FROM messages m JOIN proposals p ON p.id = m.proposal_id
+	f.pool.QueryRow(ctx, `SELECT count(*) FROM transcript_lines m JOIN proposals p ON p.id = m.proposal_id
 		WHERE m.conversation_id IS DISTINCT FROM p.conversation_id OR m.content <> p.tool`).Scan(&misplaced)
 	var disordered bool
 	f.pool.QueryRow(ctx, `SELECT array_agg(m.proposal_id ORDER BY m.id) IS DISTINCT FROM array_agg(m.proposal_id ORDER BY p.id)
-		FROM messages m JOIN proposals p ON p.id = m.proposal_id`).Scan(&disordered)
+		FROM transcript_lines m JOIN proposals p ON p.id = m.proposal_id`).Scan(&disordered)
 	if misplaced != 0 || disordered {
 		t.Errorf("transcript: %d lines on the wrong call, out of order: %v", misplaced, disordered)
 	}

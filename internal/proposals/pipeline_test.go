@@ -78,7 +78,7 @@ func TestPropose_AutoAppliedCallIsThreeRoundTrips(t *testing.T) {
 	// Committed, with everything the call writes.
 	var lines, audits, receiptsN, records int
 	if err := f.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM messages WHERE proposal_id = $1),
+		(SELECT count(*) FROM transcript_lines WHERE proposal_id = $1),
 		(SELECT count(*) FROM audit_events WHERE subject_id = $1::text),
 		(SELECT count(*) FROM receipts WHERE proposal_id = $1),
 		(SELECT count(*) FROM records WHERE key = 'k2')`, got.ID).Scan(&lines, &audits, &receiptsN, &records); err != nil {

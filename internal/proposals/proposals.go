@@ -517,9 +517,6 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 		packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
 		auditData["approval_id"] = a.ID
 	}
-	if err := s.transcribe(ctx, q, p, scope, row.ID, tool.Name); err != nil {
-		return Proposal{}, err
-	}
 	if err := s.audit(ctx, q, p, tool, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
 		return Proposal{}, err
 	}
@@ -576,21 +573,6 @@ func confirmByOwner(p auth.Principal, confirm bool, outcome policy.Outcome, stat
 		return true, ""
 	}
 	return false, fmt.Sprintf("confirm: true stands in only for the owner's confirm card; this call is %s and waits for an approver or the principal.", state)
-}
-
-// transcribe puts the call's line in a conversation's transcript (a
-// notebook's cells are its proposals). Nothing else about the scope is
-// written: its activity is derived from its lines and cells, so calls in
-// one scope never queue on its row.
-func (s *Service) transcribe(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, proposalID uuid.UUID, tool string) error {
-	if scope.Kind == ScopeNotebook {
-		return nil // a notebook's cells are its proposals
-	}
-	if _, err := q.InsertMessage(ctx, db.InsertMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: scope.ID, Role: "tool",
-		Content: tool, ProposalID: nullUUID(proposalID), AuthorUserID: nullUUID(p.UserID)}); err != nil {
-		return fmt.Errorf("proposals: transcript: %w", err)
-	}
-	return nil
 }
 
 // Apply is the owner applying a pending proposal, optionally with edited
