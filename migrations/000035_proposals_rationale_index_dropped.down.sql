@@ -1,0 +1,1 @@
+CREATE INDEX proposals_rationale_fts_idx ON proposals USING gin (to_tsvector('simple', rationale));
