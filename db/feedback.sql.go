@@ -12,6 +12,106 @@ import (
 	"github.com/google/uuid"
 )
 
+const countFeedback = `-- name: CountFeedback :many
+WITH r AS (
+    (SELECT x.created_at, x.tool_called, x.tool_known, true AS matched FROM feedback x
+     WHERE $1::text = '' AND x.workspace_id = $2 AND x.created_at >= $3
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $4)
+    UNION ALL
+    (SELECT x.created_at, x.tool_called, x.tool_known,
+            ($5::text = '' OR x.severity = $5) AND ($6::text = '' OR x.status = $6)
+     FROM feedback x
+     WHERE $1 = 'tool' AND x.workspace_id = $2 AND x.tool_called = $7::text
+       AND x.created_at >= $3
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $4)
+    UNION ALL
+    (SELECT x.created_at, x.tool_called, x.tool_known, $5 = '' OR x.severity = $5
+     FROM feedback x
+     WHERE $1 = 'status' AND x.workspace_id = $2 AND x.status = $6
+       AND x.created_at >= $3
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $4)
+    UNION ALL
+    (SELECT x.created_at, x.tool_called, x.tool_known, true FROM feedback x
+     WHERE $1 = 'severity' AND x.workspace_id = $2 AND x.severity = $5
+       AND x.created_at >= $3
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $4)
+)
+SELECT (CASE GROUPING(w.tool_called, w.week) WHEN 1 THEN 'tool' WHEN 2 THEN 'week' ELSE 'total' END)::text AS kind,
+       COALESCE(w.tool_called, '')::text AS tool_called, COALESCE(bool_or(w.tool_known), true)::boolean AS tool_known,
+       COALESCE(w.week, 'epoch')::timestamptz AS week, (count(*) FILTER (WHERE w.matched))::bigint AS items,
+       count(*)::bigint AS read, COALESCE(min(w.created_at), 'epoch')::timestamptz AS oldest
+FROM (SELECT r.created_at, r.tool_called, r.tool_known, r.matched, date_trunc('week', r.created_at, 'UTC') AS week FROM r) w
+GROUP BY GROUPING SETS ((w.tool_called), (w.week), ())
+HAVING count(*) FILTER (WHERE w.matched) > 0 OR GROUPING(w.tool_called, w.week) = 3
+`
+
+type CountFeedbackParams struct {
+	Lead        string
+	WorkspaceID uuid.UUID
+	Since       time.Time
+	Budget      int32
+	Severity    string
+	Status      string
+	Tool        string
+}
+
+type CountFeedbackRow struct {
+	Kind       string
+	ToolCalled string
+	ToolKnown  bool
+	Week       time.Time
+	Items      int64
+	Read       int64
+	Oldest     time.Time
+}
+
+// The triage page's counts by tool and per week (Monday, UTC), in one
+// read: the newest @budget items of the window (through the same lead's
+// index as ListFeedbackPage, on its included columns alone), then the
+// filters. A 'tool' row per tool named, a 'week' row per week with an
+// item, and one 'total' row with how many rows were read and the oldest
+// of them: read = @budget means the counts stopped there and cover the
+// items from oldest on.
+func (q *Queries) CountFeedback(ctx context.Context, arg CountFeedbackParams) ([]CountFeedbackRow, error) {
+	rows, err := q.db.Query(ctx, countFeedback,
+		arg.Lead,
+		arg.WorkspaceID,
+		arg.Since,
+		arg.Budget,
+		arg.Severity,
+		arg.Status,
+		arg.Tool,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CountFeedbackRow{}
+	for rows.Next() {
+		var i CountFeedbackRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.ToolCalled,
+			&i.ToolKnown,
+			&i.Week,
+			&i.Items,
+			&i.Read,
+			&i.Oldest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getFeedback = `-- name: GetFeedback :one
 SELECT f.id, f.workspace_id, f.submitted_by_user_id, f.submitted_by_token_id, f.submitted_by_kind, f.token_name, f.attempted_action, f.expected_outcome, f.actual_outcome, f.tool_called, f.tool_known, f.error_seen, f.severity, f.rationale, f.proposal_id, f.status, f.admin_note, f.created_at, f.updated_at, a.id AS approval_id FROM feedback f
 LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
@@ -167,50 +267,99 @@ func (q *Queries) InsertFeedback(ctx context.Context, arg InsertFeedbackParams) 
 	return i, err
 }
 
-const listFeedback = `-- name: ListFeedback :many
-SELECT f.id, f.workspace_id, f.submitted_by_user_id, f.submitted_by_token_id, f.submitted_by_kind, f.token_name, f.attempted_action, f.expected_outcome, f.actual_outcome, f.tool_called, f.tool_known, f.error_seen, f.severity, f.rationale, f.proposal_id, f.status, f.admin_note, f.created_at, f.updated_at, a.id AS approval_id FROM feedback f
+const listFeedbackPage = `-- name: ListFeedbackPage :many
+WITH r AS (
+    (SELECT x.id, x.created_at, true AS matched FROM feedback x
+     WHERE $4::text = '' AND x.workspace_id = $3
+       AND x.created_at >= $5 AND (x.created_at, x.id) < ($6::timestamptz, $7::uuid)
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $1)
+    UNION ALL
+    (SELECT x.id, x.created_at,
+            ($8::text = '' OR x.severity = $8) AND ($9::text = '' OR x.status = $9)
+     FROM feedback x
+     WHERE $4 = 'tool' AND x.workspace_id = $3 AND x.tool_called = $10::text
+       AND x.created_at >= $5 AND (x.created_at, x.id) < ($6, $7)
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $1)
+    UNION ALL
+    (SELECT x.id, x.created_at, $8 = '' OR x.severity = $8
+     FROM feedback x
+     WHERE $4 = 'status' AND x.workspace_id = $3 AND x.status = $9
+       AND x.created_at >= $5 AND (x.created_at, x.id) < ($6, $7)
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $1)
+    UNION ALL
+    (SELECT x.id, x.created_at, true FROM feedback x
+     WHERE $4 = 'severity' AND x.workspace_id = $3 AND x.severity = $8
+       AND x.created_at >= $5 AND (x.created_at, x.id) < ($6, $7)
+     ORDER BY x.created_at DESC, x.id DESC
+     LIMIT $1)
+)
+SELECT f.id, f.workspace_id, f.submitted_by_user_id, f.submitted_by_token_id, f.submitted_by_kind, f.token_name, f.attempted_action, f.expected_outcome, f.actual_outcome, f.tool_called, f.tool_known, f.error_seen, f.severity, f.rationale, f.proposal_id, f.status, f.admin_note, f.created_at, f.updated_at, a.id AS approval_id, p.matched::boolean AS matched, p.n = $1::bigint AS last_read
+FROM (
+    SELECT q.id, q.created_at, q.matched, q.n FROM (
+        SELECT r.id, r.created_at, r.matched, row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) AS n FROM r
+    ) q
+    WHERE q.matched OR q.n = $1
+    ORDER BY q.created_at DESC, q.id DESC
+    LIMIT $2
+) p
+JOIN feedback f ON f.workspace_id = $3 AND f.id = p.id
 LEFT JOIN approvals a ON a.proposal_id = f.proposal_id AND a.workspace_id = f.workspace_id
-WHERE f.workspace_id = $1
-  AND f.created_at >= $2
-  AND ($3::text = '' OR f.severity = $3)
-  AND ($4::text = '' OR f.tool_called = $4)
-  AND ($5::text = '' OR f.status = $5)
-ORDER BY f.created_at DESC, f.id DESC
-LIMIT $6
+ORDER BY p.created_at DESC, p.id DESC
 `
 
-type ListFeedbackParams struct {
+type ListFeedbackPageParams struct {
+	Budget      int64
+	PageLimit   int32
 	WorkspaceID uuid.UUID
+	Lead        string
 	Since       time.Time
+	BeforeAt    time.Time
+	BeforeID    uuid.UUID
 	Severity    string
-	Tool        string
 	Status      string
-	MaxRows     int32
+	Tool        string
 }
 
-type ListFeedbackRow struct {
+type ListFeedbackPageRow struct {
 	Feedback   Feedback
 	ApprovalID uuid.NullUUID
+	Matched    bool
+	LastRead   bool
 }
 
-// A workspace's feedback, newest first, filtered (empty filters match
-// all), with the approval packet of its proposal if it has one.
-func (q *Queries) ListFeedback(ctx context.Context, arg ListFeedbackParams) ([]ListFeedbackRow, error) {
-	rows, err := q.db.Query(ctx, listFeedback,
+// One page of the triage list, newest first, older than the cursor's
+// (created_at, id) and no older than @since. The rows are read through
+// the index of the filter's lead (@lead: 'tool', 'status', 'severity', or
+// ” without one; the service picks it), the other filters checked on
+// that index's included columns, and at most @budget rows are read
+// (migration 36): a page stops at @page_limit rows or at its budget,
+// whichever comes first, and last_read marks the budget's last row so the
+// next page starts after it, matched or not. Only the lead's branch runs:
+// the others' @lead test is false before they read anything. The page's
+// items are then read by key, with the approval packet of their proposal.
+func (q *Queries) ListFeedbackPage(ctx context.Context, arg ListFeedbackPageParams) ([]ListFeedbackPageRow, error) {
+	rows, err := q.db.Query(ctx, listFeedbackPage,
+		arg.Budget,
+		arg.PageLimit,
 		arg.WorkspaceID,
+		arg.Lead,
 		arg.Since,
+		arg.BeforeAt,
+		arg.BeforeID,
 		arg.Severity,
-		arg.Tool,
 		arg.Status,
-		arg.MaxRows,
+		arg.Tool,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListFeedbackRow{}
+	items := []ListFeedbackPageRow{}
 	for rows.Next() {
-		var i ListFeedbackRow
+		var i ListFeedbackPageRow
 		if err := rows.Scan(
 			&i.Feedback.ID,
 			&i.Feedback.WorkspaceID,
@@ -232,6 +381,8 @@ func (q *Queries) ListFeedback(ctx context.Context, arg ListFeedbackParams) ([]L
 			&i.Feedback.CreatedAt,
 			&i.Feedback.UpdatedAt,
 			&i.ApprovalID,
+			&i.Matched,
+			&i.LastRead,
 		); err != nil {
 			return nil, err
 		}

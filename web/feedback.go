@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,7 +75,8 @@ func (s *Server) apiSubmitFeedback(c echo.Context) error {
 }
 
 // feedbackFilter reads the triage filters; since is a date (2006-01-02)
-// or an RFC 3339 time.
+// or an RFC 3339 time. A value that cannot be read is left out of the
+// filter (the rest still applies) and named in the error.
 func feedbackFilter(q url.Values) (feedback.Filter, error) {
 	f := feedback.Filter{Severity: q.Get("severity"), Tool: strings.TrimSpace(q.Get("tool")), Status: q.Get("status")}
 	var fields []apperr.FieldError
@@ -85,11 +87,17 @@ func feedbackFilter(q url.Values) (feedback.Filter, error) {
 		}
 		f.Since = t
 	}
-	if f.Severity != "" && !contains(feedback.Severities, f.Severity) {
-		fields = append(fields, apperr.FieldError{Field: "severity", Message: "must be low, med or high"})
-	}
-	if f.Status != "" && !contains(feedback.Statuses, f.Status) {
-		fields = append(fields, apperr.FieldError{Field: "status", Message: "must be one of " + strings.Join(feedback.Statuses, ", ")})
+	var ae *apperr.Error
+	if err := f.Validate(); errors.As(err, &ae) {
+		for _, fe := range ae.Fields {
+			switch fe.Field {
+			case "severity":
+				f.Severity = ""
+			case "status":
+				f.Status = ""
+			}
+		}
+		fields = append(fields, ae.Fields...)
 	}
 	if len(fields) > 0 {
 		return f, apperr.Invalid("Invalid filter.", fields...)
@@ -104,66 +112,168 @@ func parseSince(s string) (time.Time, error) {
 	return time.Parse(time.RFC3339, s)
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+// feedbackPageFrom is the page a request asks for: ?cursor= (the
+// next_cursor of the page before; none for the first page) and ?limit= (1
+// to 200, default 50). A limit that is not a number is passed on as out
+// of range, so the service refuses it after checking the caller's rights.
+func feedbackPageFrom(q url.Values) feedback.PageRequest {
+	req := feedback.PageRequest{Cursor: q.Get("cursor"), Limit: feedback.PageDefault}
+	if raw, set := q["limit"]; set {
+		n, err := strconv.Atoi(strings.TrimSpace(raw[0]))
+		if err != nil {
+			n = -1
+		}
+		req.Limit = n
+	}
+	return req
+}
+
+// feedbackQuery is the filter (and the page) as the triage page's links
+// carry them: since as it was asked when it could be read, and the limit
+// when it is not the default.
+func feedbackQuery(f feedback.Filter, since string, req feedback.PageRequest) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"severity": f.Severity, "tool": f.Tool, "status": f.Status} {
+		if v != "" {
+			q.Set(k, v)
 		}
 	}
-	return false
+	if !f.Since.IsZero() {
+		q.Set("since", since)
+	}
+	if req.Cursor != "" {
+		q.Set("cursor", req.Cursor)
+	}
+	if req.Limit != feedback.PageDefault {
+		q.Set("limit", strconv.Itoa(req.Limit))
+	}
+	return q.Encode()
 }
 
 // feedbackPage handles "GET /admin/feedback" (approvers and admins): the
-// triage page, or its JSON for Accept: application/json or a bearer token.
+// triage page, or its JSON for Accept: application/json or a bearer token,
+// a page at a time (?cursor=, ?limit=), with the counts of the filter.
 func (s *Server) feedbackPage(c echo.Context) error {
-	ctx, now := c.Request().Context(), time.Now()
-	f, ferr := feedbackFilter(c.QueryParams())
-	if ferr != nil && jsonCaller(c) {
-		return ferr
-	}
-	items, err := s.feedback.List(ctx, principal(c), f, now)
-	if err != nil {
-		return err
-	}
-	since := f.Since
-	if since.IsZero() {
-		since = now.AddDate(0, 0, -90)
-	}
-	weeks := feedback.Weekly(items, since, now)
-	groups := feedback.ByTool(items)
+	ctx, p, now, q := c.Request().Context(), principal(c), time.Now(), c.QueryParams()
+	f, ferr := feedbackFilter(q)
+	req := feedbackPageFrom(q)
 	if jsonCaller(c) {
-		out := struct {
-			Items  []feedbackJSON   `json:"items"`
-			ByTool []map[string]any `json:"by_tool"`
-			Weekly []map[string]any `json:"weekly"`
-		}{Items: []feedbackJSON{}, ByTool: []map[string]any{}, Weekly: []map[string]any{}}
-		for _, it := range items {
-			out.Items = append(out.Items, toFeedbackJSON(it))
+		if ferr != nil {
+			// The caller's rights first: a member learns nothing of the filter.
+			if err := feedback.MayTriage(p); err != nil {
+				return err
+			}
+			return ferr
 		}
-		for _, g := range groups {
-			out.ByTool = append(out.ByTool, map[string]any{"tool_called": g.Tool, "tool_known": g.Known, "count": g.Count})
+		page, err := s.feedback.Page(ctx, p, f, req, now)
+		if err != nil {
+			return err
 		}
-		for _, w := range weeks {
-			out.Weekly = append(out.Weekly, map[string]any{"week_start": w.Start.Format("2006-01-02"), "count": w.Count})
+		counts, err := s.feedback.Counts(ctx, p, f, now)
+		if err != nil {
+			return err
 		}
-		return c.JSON(http.StatusOK, out)
+		return c.JSON(http.StatusOK, toFeedbackPageJSON(page, counts))
 	}
-	q := c.QueryParams()
-	v := views.FeedbackView{Since: q.Get("since"), Severity: f.Severity, Tool: f.Tool, Status: f.Status,
-		Query: url.Values{"since": {q.Get("since")}, "severity": {f.Severity}, "tool": {f.Tool}, "status": {f.Status}}.Encode(),
-		Chart: weeklyChart(weeks)}
+	since := strings.TrimSpace(q.Get("since"))
+	v := views.FeedbackView{Severity: f.Severity, Tool: f.Tool, Status: f.Status}
+	if !f.Since.IsZero() {
+		v.Since = since
+	}
 	status := http.StatusOK
 	if ferr != nil {
 		v.Error, status = apperr.Message(ferr)+" "+fieldSummary(ferr), http.StatusUnprocessableEntity
 	}
-	for _, g := range groups {
+	page, err := s.feedback.Page(ctx, p, f, req, now)
+	if isPageError(err) {
+		// A page link that cannot be read: the first page, with the
+		// message next to the filters.
+		v.Error = strings.TrimSpace(v.Error + " " + apperr.Message(err))
+		status = http.StatusUnprocessableEntity
+		req = feedback.PageRequest{Limit: feedback.PageDefault}
+		page, err = s.feedback.Page(ctx, p, f, req, now)
+	}
+	if err != nil {
+		return err
+	}
+	counts, err := s.feedback.Counts(ctx, p, f, now)
+	if err != nil {
+		return err
+	}
+	v.Query = feedbackQuery(f, since, feedback.PageRequest{Limit: feedback.PageDefault})
+	if page.Next != "" {
+		v.NextURL = "/admin/feedback?" + feedbackQuery(f, since, feedback.PageRequest{Cursor: page.Next, Limit: req.Limit})
+	}
+	if req.Cursor != "" {
+		v.FirstURL = "/admin/feedback?" + feedbackQuery(f, since, feedback.PageRequest{Limit: req.Limit})
+	}
+	if page.Partial {
+		v.PageNote = fmt.Sprintf("This page read %d items and %s this filter; “Older” reads on from there.",
+			feedback.PageBudget, feedbackMatchWords(len(page.Items)))
+	}
+	v.Chart = weeklyChart(counts.Weekly)
+	if counts.Capped {
+		v.CountsNote = fmt.Sprintf("The counts stop at the newest %d items: they cover the items from %s on.",
+			feedback.CountBudget, counts.Since.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	for _, g := range counts.ByTool {
 		v.ByTool = append(v.ByTool, views.FeedbackToolCount{Tool: g.Tool, Known: g.Known, Count: g.Count,
 			URL: "/admin/feedback?" + url.Values{"tool": {g.Tool}}.Encode()})
 	}
-	for _, it := range items {
+	for _, it := range page.Items {
 		v.Items = append(v.Items, toFeedbackItem(it))
 	}
 	return render(c, status, views.FeedbackPage(s.shell(c, "Feedback", "admin"), v))
+}
+
+// feedbackMatchWords says how many items of a page matched ("3 match").
+func feedbackMatchWords(n int) string {
+	switch n {
+	case 0:
+		return "none match"
+	case 1:
+		return "one matches"
+	}
+	return fmt.Sprintf("%d match", n)
+}
+
+// feedbackPageJSON is a page of the triage list in the API.
+type feedbackPageJSON struct {
+	Items       []feedbackJSON     `json:"items"`
+	ByTool      []feedbackToolJSON `json:"by_tool"`
+	Weekly      []feedbackWeekJSON `json:"weekly"`
+	NextCursor  string             `json:"next_cursor,omitempty"`
+	Partial     bool               `json:"partial,omitempty"`
+	CountsSince string             `json:"counts_since,omitempty"`
+}
+
+type feedbackToolJSON struct {
+	ToolCalled string `json:"tool_called"`
+	ToolKnown  bool   `json:"tool_known"`
+	Count      int    `json:"count"`
+}
+
+type feedbackWeekJSON struct {
+	WeekStart string `json:"week_start"`
+	Count     int    `json:"count"`
+}
+
+func toFeedbackPageJSON(page feedback.Page, counts feedback.Counts) feedbackPageJSON {
+	out := feedbackPageJSON{Items: []feedbackJSON{}, ByTool: []feedbackToolJSON{}, Weekly: []feedbackWeekJSON{},
+		NextCursor: page.Next, Partial: page.Partial}
+	for _, it := range page.Items {
+		out.Items = append(out.Items, toFeedbackJSON(it))
+	}
+	for _, g := range counts.ByTool {
+		out.ByTool = append(out.ByTool, feedbackToolJSON{ToolCalled: g.Tool, ToolKnown: g.Known, Count: g.Count})
+	}
+	for _, w := range counts.Weekly {
+		out.Weekly = append(out.Weekly, feedbackWeekJSON{WeekStart: w.Start.Format("2006-01-02"), Count: w.Count})
+	}
+	if counts.Capped {
+		out.CountsSince = rfc3339(counts.Since)
+	}
+	return out
 }
 
 func fieldSummary(err error) string {
@@ -221,13 +331,17 @@ func weeklyChart(weeks []feedback.WeekCount) views.FeedbackChart {
 }
 
 // feedbackCSV handles "GET /admin/feedback.csv" (approvers and admins):
-// the triage list with the same filters, as CSV.
+// every item of the filter, as CSV, streamed a page at a time.
 func (s *Server) feedbackCSV(c echo.Context) error {
+	ctx, p := c.Request().Context(), principal(c)
 	f, err := feedbackFilter(c.QueryParams())
 	if err != nil {
+		if rerr := feedback.MayTriage(p); rerr != nil {
+			return rerr
+		}
 		return err
 	}
-	items, err := s.feedback.List(c.Request().Context(), principal(c), f, time.Now())
+	export, err := s.feedback.Export(ctx, p, f, time.Now())
 	if err != nil {
 		return err
 	}
@@ -235,7 +349,12 @@ func (s *Server) feedbackCSV(c echo.Context) error {
 	h.Set(echo.HeaderContentType, "text/csv; charset=utf-8")
 	h.Set(echo.HeaderContentDisposition, `attachment; filename="feedback.csv"`)
 	c.Response().WriteHeader(http.StatusOK)
-	return feedback.WriteCSV(c.Response(), items)
+	if err := export.WriteCSV(ctx, c.Response()); err != nil {
+		// The answer has begun: it ends short, and only the log says why.
+		s.log.Warn("feedback export stopped", "err", err, "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+		return err
+	}
+	return nil
 }
 
 // setFeedbackStatus handles "POST /admin/feedback/:id/status" (approvers

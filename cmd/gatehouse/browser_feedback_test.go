@@ -13,7 +13,8 @@ import (
 
 // An agent reports where it got stuck; an admin triages the item on the
 // feedback page, changing its status in place (htmx), and the change is
-// what the JSON then says.
+// what the JSON then says. With a newer report, a page of one item leads
+// to the older one.
 func TestBrowser_AdminTriagesAFeedbackItem(t *testing.T) {
 	s := startServer(t, map[string]string{
 		"DATABASE_URL":             dbtest.MustURL(t),
@@ -52,5 +53,20 @@ func TestBrowser_AdminTriagesAFeedbackItem(t *testing.T) {
 	items, _ := list["items"].([]any)
 	if status != 200 || len(items) != 1 || items[0].(map[string]any)["status"] != "triaged" || items[0].(map[string]any)["admin_note"] != "Seen; the approver was away." {
 		t.Fatalf("the JSON says %d %v", status, list)
+	}
+
+	newer := postJSON(t, s.URL+"/api/v1/feedback", agent, map[string]any{"attempted_action": "read the calendar",
+		"expected_outcome": "today's meetings", "actual_outcome": "an empty list", "tool_called": "calendar.list",
+		"severity": "low", "rationale": "the user asked what is on today"})
+	step(t, ctx, "page through one item at a time",
+		chromedp.Navigate(s.URL+"/admin/feedback?limit=1"),
+		chromedp.WaitVisible(chromedp.CSS("#feedback-"+newer["id"].(string))),
+		chromedp.Click(chromedp.CSS(`[data-testid=page-next]`)),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=page-first]`)),
+	)
+	status, list = getJSON(t, s.URL+"/admin/feedback?limit=1", user)
+	if next, _ := list["next_cursor"].(string); status != 200 || next == "" {
+		t.Fatalf("a page of one of two: %d %v", status, list)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -73,7 +75,6 @@ const (
 	MaxToolName     = 200
 	MinRationale    = 10
 	MaxRationale    = 500
-	maxListedItems  = 1000
 	defaultListDays = 90
 )
 
@@ -122,11 +123,38 @@ type Filter struct {
 	Status   string
 }
 
+// Validate checks the filter's severity and status; the error names each
+// field at fault.
+func (f Filter) Validate() error {
+	var fields []apperr.FieldError
+	if f.Severity != "" && !slices.Contains(Severities, f.Severity) {
+		fields = append(fields, apperr.FieldError{Field: "severity", Message: "must be low, med or high"})
+	}
+	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
+		fields = append(fields, apperr.FieldError{Field: "status", Message: "must be one of " + strings.Join(Statuses, ", ")})
+	}
+	if len(fields) > 0 {
+		return apperr.Invalid("Invalid filter.", fields...)
+	}
+	return nil
+}
+
+// since is where the filter's window starts: its since, or the last 90 days.
+func (f Filter) since(now time.Time) time.Time {
+	if f.Since.IsZero() {
+		return now.AddDate(0, 0, -defaultListDays)
+	}
+	return f.Since
+}
+
 // Service stores and triages feedback.
 type Service struct {
 	pool  *pgxpool.Pool
 	q     *db.Queries
 	known func(tool string) bool
+
+	keyMu sync.Mutex
+	key   []byte // the deployment's cursor key, once read
 }
 
 // NewService returns the service; known says whether a tool name is one of
@@ -139,6 +167,10 @@ func NewService(pool *pgxpool.Pool, known func(tool string) bool) *Service {
 var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such feedback item.")
 
 var errTriagers = apperr.Errorf(apperr.EFORBIDDEN, "Feedback is triaged by approvers and admins.")
+
+// MayTriage says whether the caller may read and triage the workspace's
+// feedback (approvers and admins, not their agents): EFORBIDDEN otherwise.
+func MayTriage(p auth.Principal) error { return triager(p) }
 
 func triager(p auth.Principal) error {
 	if !p.CanApprove() || p.IsAgent() {
@@ -231,26 +263,6 @@ func (s *Service) Submit(ctx context.Context, p auth.Principal, in Input) (Item,
 		return Item{}, fmt.Errorf("feedback: commit: %w", err)
 	}
 	return fromRow(row, uuid.NullUUID{}), nil
-}
-
-// List returns the workspace's feedback, newest first (approvers and admins).
-func (s *Service) List(ctx context.Context, p auth.Principal, f Filter, now time.Time) ([]Item, error) {
-	if err := triager(p); err != nil {
-		return nil, err
-	}
-	if f.Since.IsZero() {
-		f.Since = now.AddDate(0, 0, -defaultListDays)
-	}
-	rows, err := s.q.ListFeedback(ctx, db.ListFeedbackParams{WorkspaceID: p.WorkspaceID, Since: f.Since, Severity: f.Severity,
-		Tool: f.Tool, Status: f.Status, MaxRows: maxListedItems})
-	if err != nil {
-		return nil, fmt.Errorf("feedback: list: %w", err)
-	}
-	out := make([]Item, len(rows))
-	for i, r := range rows {
-		out[i] = fromRow(r.Feedback, r.ApprovalID)
-	}
-	return out, nil
 }
 
 // SetStatus moves an item along the workflow with an admin note

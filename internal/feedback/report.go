@@ -3,7 +3,6 @@ package feedback
 import (
 	"encoding/csv"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,28 +13,6 @@ type ToolCount struct {
 	Tool  string
 	Known bool
 	Count int
-}
-
-// ByTool groups items by tool_called, most first (then by name).
-func ByTool(items []Item) []ToolCount {
-	idx := map[string]int{}
-	var out []ToolCount
-	for _, it := range items {
-		i, ok := idx[it.ToolCalled]
-		if !ok {
-			i = len(out)
-			idx[it.ToolCalled] = i
-			out = append(out, ToolCount{Tool: it.ToolCalled, Known: it.ToolKnown})
-		}
-		out[i].Count++
-	}
-	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].Count != out[b].Count {
-			return out[a].Count > out[b].Count
-		}
-		return out[a].Tool < out[b].Tool
-	})
-	return out
 }
 
 // WeekCount is how many items were submitted in the week starting Start
@@ -52,19 +29,21 @@ func weekStart(t time.Time) time.Time {
 	return d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
 }
 
-// Weekly counts items per week from since's week to now's, every week
-// present (zero included), oldest first.
-func Weekly(items []Item, since, now time.Time) []WeekCount {
+// MaxChartWeeks is how many weeks the weekly chart shows at most (the
+// latest), whatever since asks for.
+const MaxChartWeeks = 104
+
+// fillWeeks lays counts per week (keyed by their Monday) out from since's
+// week to now's, every week present (zero included), oldest first; at
+// most the latest MaxChartWeeks.
+func fillWeeks(counts map[time.Time]int, since, now time.Time) []WeekCount {
 	first, last := weekStart(since), weekStart(now)
+	if earliest := last.AddDate(0, 0, -7*(MaxChartWeeks-1)); first.Before(earliest) {
+		first = earliest
+	}
 	var out []WeekCount
 	for w := first; !w.After(last); w = w.AddDate(0, 0, 7) {
-		out = append(out, WeekCount{Start: w})
-	}
-	for _, it := range items {
-		i := int(weekStart(it.CreatedAt).Sub(first).Hours() / (24 * 7))
-		if i >= 0 && i < len(out) {
-			out[i].Count++
-		}
+		out = append(out, WeekCount{Start: w, Count: counts[w]})
 	}
 	return out
 }
@@ -90,10 +69,27 @@ var CSVHeader = []string{"id", "created_at", "status", "severity", "submitted_by
 // WriteCSV writes items as CSV (RFC 4180, a header row first), every cell
 // guarded against formula injection.
 func WriteCSV(w io.Writer, items []Item) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
+	cw := newCSVWriter(w)
+	if err := cw.header(); err != nil {
 		return err
 	}
+	return cw.items(items)
+}
+
+// csvWriter writes the export's rows, flushed after each batch.
+type csvWriter struct{ w *csv.Writer }
+
+func newCSVWriter(w io.Writer) csvWriter { return csvWriter{csv.NewWriter(w)} }
+
+func (c csvWriter) header() error {
+	if err := c.w.Write(CSVHeader); err != nil {
+		return err
+	}
+	c.w.Flush()
+	return c.w.Error()
+}
+
+func (c csvWriter) items(items []Item) error {
 	for _, it := range items {
 		proposal := ""
 		if it.ProposalID != uuid.Nil {
@@ -108,10 +104,10 @@ func WriteCSV(w io.Writer, items []Item) error {
 		for i := range rec {
 			rec[i] = csvSafe(rec[i])
 		}
-		if err := cw.Write(rec); err != nil {
+		if err := c.w.Write(rec); err != nil {
 			return err
 		}
 	}
-	cw.Flush()
-	return cw.Error()
+	c.w.Flush()
+	return c.w.Error()
 }

@@ -20,23 +20,27 @@ func TestCanMove_FollowsTheWorkflowOnly(t *testing.T) {
 	}
 }
 
-func TestWeekly_CountsEveryWeekFromMonday(t *testing.T) {
+func TestFillWeeks_EveryWeekFromMondayZerosIncluded(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // a Sunday
 	since := now.AddDate(0, 0, -14)
-	items := []Item{{CreatedAt: now}, {CreatedAt: now.AddDate(0, 0, -6)}, {CreatedAt: now.AddDate(0, 0, -7)}, {CreatedAt: now.AddDate(0, 0, -30)}}
-	weeks := Weekly(items, since, now)
-	if len(weeks) != 3 || weeks[0].Start.Weekday() != time.Monday {
+	mon := func(d int) time.Time { return time.Date(2026, 11, d, 0, 0, 0, 0, time.UTC) }
+	weeks := fillWeeks(map[time.Time]int{mon(16): 2, mon(9): 1, mon(2): 7}, since, now)
+	if len(weeks) != 3 || weeks[0].Start != mon(2) || weeks[0].Start.Weekday() != time.Monday {
 		t.Fatalf("weeks: %v", weeks)
 	}
-	if weeks[0].Count != 0 || weeks[1].Count != 1 || weeks[2].Count != 2 {
+	if weeks[0].Count != 7 || weeks[1].Count != 1 || weeks[2].Count != 2 {
 		t.Errorf("counts: %v", weeks)
+	}
+	if weeks := fillWeeks(nil, since, now); len(weeks) != 3 || weeks[1].Count != 0 {
+		t.Errorf("no counts: %v", weeks)
 	}
 }
 
-func TestByTool_MostFirst(t *testing.T) {
-	got := ByTool([]Item{{ToolCalled: "b", ToolKnown: true}, {ToolCalled: "a"}, {ToolCalled: "b", ToolKnown: true}, {}})
-	if len(got) != 3 || got[0].Tool != "b" || got[0].Count != 2 || !got[0].Known || got[1].Tool != "" || got[2].Tool != "a" {
-		t.Errorf("%+v", got)
+func TestFillWeeks_ShowsAtMostTheLatestWeeks(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	weeks := fillWeeks(nil, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), now)
+	if len(weeks) != MaxChartWeeks || weeks[len(weeks)-1].Start != weekStart(now) {
+		t.Errorf("%d weeks ending %v, want %d ending %v", len(weeks), weeks[len(weeks)-1].Start, MaxChartWeeks, weekStart(now))
 	}
 }
 

@@ -1822,6 +1822,12 @@ type ListFeedbackParams struct {
 	// Tool Exactly this tool_called.
 	Tool   *string                   `form:"tool,omitempty" json:"tool,omitempty"`
 	Status *ListFeedbackParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Cursor The next_cursor of the page before, with the same filter; none for the first page. Opaque.
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// Limit Items per page.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListFeedbackParamsSeverity defines parameters for ListFeedback.
@@ -2515,11 +2521,22 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/approvals/{id}/reject (the `RejectApproval` operationId).
 	RejectApprovalWithFormdataBody(ctx context.Context, id string, body RejectApprovalFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListFeedback Agent feedback to triage (approvers and admins; session or user token, Accept application/json)
+	// ListFeedback Agent feedback to triage, a page at a time (approvers and admins; session or user token, Accept application/json)
 	//
-	// Newest first, at most 1000 items, with counts by tool_called and per week
-	// (weeks start on Monday, UTC). Without since, the last 90 days. The same
-	// filters give CSV at GET /admin/feedback.csv. Members and agent tokens get 403.
+	// Newest first (created_at, then id), one page at a time, with counts by
+	// tool_called and per week (weeks start on Monday, UTC; at most the latest
+	// 104 weeks). Without since, the last 90 days. The first page has no
+	// cursor; the next one (older items) is asked for with the page's
+	// next_cursor and the same filter. A page reads at most 1000 items of the
+	// window, however narrow the filter: a page may hold fewer than limit
+	// items (partial: true) while next_cursor is set, so read on until
+	// next_cursor is absent. The counts read at most the newest 5,000 items
+	// of the window: past that, counts_since says from when they count. A
+	// cursor that was altered, or belongs to another filter or user, a limit
+	// out of range, and a since that cannot be read are 422 naming the
+	// parameter (cursor, limit, since); nothing is read. The same filters
+	// give every matching item as CSV at GET /admin/feedback.csv. Members and
+	// agent tokens get 403.
 	//
 	// Corresponds with GET /admin/feedback (the `ListFeedback` operationId).
 	ListFeedback(ctx context.Context, params *ListFeedbackParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3302,11 +3319,22 @@ func (c *Client) RejectApprovalWithFormdataBody(ctx context.Context, id string, 
 	return c.Client.Do(req)
 }
 
-// ListFeedback Agent feedback to triage (approvers and admins; session or user token, Accept application/json)
+// ListFeedback Agent feedback to triage, a page at a time (approvers and admins; session or user token, Accept application/json)
 //
-// Newest first, at most 1000 items, with counts by tool_called and per week
-// (weeks start on Monday, UTC). Without since, the last 90 days. The same
-// filters give CSV at GET /admin/feedback.csv. Members and agent tokens get 403.
+// Newest first (created_at, then id), one page at a time, with counts by
+// tool_called and per week (weeks start on Monday, UTC; at most the latest
+// 104 weeks). Without since, the last 90 days. The first page has no
+// cursor; the next one (older items) is asked for with the page's
+// next_cursor and the same filter. A page reads at most 1000 items of the
+// window, however narrow the filter: a page may hold fewer than limit
+// items (partial: true) while next_cursor is set, so read on until
+// next_cursor is absent. The counts read at most the newest 5,000 items
+// of the window: past that, counts_since says from when they count. A
+// cursor that was altered, or belongs to another filter or user, a limit
+// out of range, and a since that cannot be read are 422 naming the
+// parameter (cursor, limit, since); nothing is read. The same filters
+// give every matching item as CSV at GET /admin/feedback.csv. Members and
+// agent tokens get 403.
 //
 // Corresponds with GET /admin/feedback (the `ListFeedback` operationId).
 func (c *Client) ListFeedback(ctx context.Context, params *ListFeedbackParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4841,6 +4869,30 @@ func NewListFeedbackRequest(server string, params *ListFeedbackParams) (*http.Re
 		if params.Status != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -6820,11 +6872,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/approvals/{id}/reject (the `RejectApproval` operationId).
 	RejectApprovalWithFormdataBodyWithResponse(ctx context.Context, id string, body RejectApprovalFormdataRequestBody, reqEditors ...RequestEditorFn) (*RejectApprovalResponse, error)
 
-	// ListFeedbackWithResponse Agent feedback to triage (approvers and admins; session or user token, Accept application/json)
+	// ListFeedbackWithResponse Agent feedback to triage, a page at a time (approvers and admins; session or user token, Accept application/json)
 	//
-	// Newest first, at most 1000 items, with counts by tool_called and per week
-	// (weeks start on Monday, UTC). Without since, the last 90 days. The same
-	// filters give CSV at GET /admin/feedback.csv. Members and agent tokens get 403.
+	// Newest first (created_at, then id), one page at a time, with counts by
+	// tool_called and per week (weeks start on Monday, UTC; at most the latest
+	// 104 weeks). Without since, the last 90 days. The first page has no
+	// cursor; the next one (older items) is asked for with the page's
+	// next_cursor and the same filter. A page reads at most 1000 items of the
+	// window, however narrow the filter: a page may hold fewer than limit
+	// items (partial: true) while next_cursor is set, so read on until
+	// next_cursor is absent. The counts read at most the newest 5,000 items
+	// of the window: past that, counts_since says from when they count. A
+	// cursor that was altered, or belongs to another filter or user, a limit
+	// out of range, and a since that cannot be read are 422 naming the
+	// parameter (cursor, limit, since); nothing is read. The same filters
+	// give every matching item as CSV at GET /admin/feedback.csv. Members and
+	// agent tokens get 403.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7700,8 +7763,17 @@ type ListFeedbackResponse struct {
 			ToolCalled string `json:"tool_called"`
 			ToolKnown  bool   `json:"tool_known"`
 		} `json:"by_tool"`
-		Items  []Feedback `json:"items"`
-		Weekly []struct {
+
+		// CountsSince Present when the counts stopped at the newest 5,000 items of the window: they count the items from this time on.
+		CountsSince *time.Time `json:"counts_since,omitempty"`
+		Items       []Feedback `json:"items"`
+
+		// NextCursor The cursor of the next page (older items); absent on the last page.
+		NextCursor *string `json:"next_cursor,omitempty"`
+
+		// Partial The page read its 1000 items before it filled: fewer matched than limit, and more may match after next_cursor.
+		Partial *bool `json:"partial,omitempty"`
+		Weekly  []struct {
 			Count     int                `json:"count"`
 			WeekStart openapi_types.Date `json:"week_start"`
 		} `json:"weekly"`
@@ -7719,8 +7791,17 @@ func (r ListFeedbackResponse) GetJSON200() *struct {
 		ToolCalled string `json:"tool_called"`
 		ToolKnown  bool   `json:"tool_known"`
 	} `json:"by_tool"`
-	Items  []Feedback `json:"items"`
-	Weekly []struct {
+
+	// CountsSince Present when the counts stopped at the newest 5,000 items of the window: they count the items from this time on.
+	CountsSince *time.Time `json:"counts_since,omitempty"`
+	Items       []Feedback `json:"items"`
+
+	// NextCursor The cursor of the next page (older items); absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
+
+	// Partial The page read its 1000 items before it filled: fewer matched than limit, and more may match after next_cursor.
+	Partial *bool `json:"partial,omitempty"`
+	Weekly  []struct {
 		Count     int                `json:"count"`
 		WeekStart openapi_types.Date `json:"week_start"`
 	} `json:"weekly"`
@@ -10154,11 +10235,22 @@ func (c *ClientWithResponses) RejectApprovalWithFormdataBodyWithResponse(ctx con
 	return ParseRejectApprovalResponse(rsp)
 }
 
-// ListFeedbackWithResponse Agent feedback to triage (approvers and admins; session or user token, Accept application/json)
+// ListFeedbackWithResponse Agent feedback to triage, a page at a time (approvers and admins; session or user token, Accept application/json)
 //
-// Newest first, at most 1000 items, with counts by tool_called and per week
-// (weeks start on Monday, UTC). Without since, the last 90 days. The same
-// filters give CSV at GET /admin/feedback.csv. Members and agent tokens get 403.
+// Newest first (created_at, then id), one page at a time, with counts by
+// tool_called and per week (weeks start on Monday, UTC; at most the latest
+// 104 weeks). Without since, the last 90 days. The first page has no
+// cursor; the next one (older items) is asked for with the page's
+// next_cursor and the same filter. A page reads at most 1000 items of the
+// window, however narrow the filter: a page may hold fewer than limit
+// items (partial: true) while next_cursor is set, so read on until
+// next_cursor is absent. The counts read at most the newest 5,000 items
+// of the window: past that, counts_since says from when they count. A
+// cursor that was altered, or belongs to another filter or user, a limit
+// out of range, and a since that cannot be read are 422 naming the
+// parameter (cursor, limit, since); nothing is read. The same filters
+// give every matching item as CSV at GET /admin/feedback.csv. Members and
+// agent tokens get 403.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -11342,8 +11434,17 @@ func ParseListFeedbackResponse(rsp *http.Response) (*ListFeedbackResponse, error
 				ToolCalled string `json:"tool_called"`
 				ToolKnown  bool   `json:"tool_known"`
 			} `json:"by_tool"`
-			Items  []Feedback `json:"items"`
-			Weekly []struct {
+
+			// CountsSince Present when the counts stopped at the newest 5,000 items of the window: they count the items from this time on.
+			CountsSince *time.Time `json:"counts_since,omitempty"`
+			Items       []Feedback `json:"items"`
+
+			// NextCursor The cursor of the next page (older items); absent on the last page.
+			NextCursor *string `json:"next_cursor,omitempty"`
+
+			// Partial The page read its 1000 items before it filled: fewer matched than limit, and more may match after next_cursor.
+			Partial *bool `json:"partial,omitempty"`
+			Weekly  []struct {
 				Count     int                `json:"count"`
 				WeekStart openapi_types.Date `json:"week_start"`
 			} `json:"weekly"`
