@@ -11,7 +11,135 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const auditDefaultPeriods = `-- name: AuditDefaultPeriods :many
+SELECT p.band::text AS band, p.expiring::date AS expiring FROM gatehouse_audit_default_periods() AS p
+`
+
+type AuditDefaultPeriodsRow struct {
+	Band     string
+	Expiring pgtype.Date
+}
+
+// The periods (band, first day) of the rows in the default partitions.
+func (q *Queries) AuditDefaultPeriods(ctx context.Context) ([]AuditDefaultPeriodsRow, error) {
+	rows, err := q.db.Query(ctx, auditDefaultPeriods)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AuditDefaultPeriodsRow{}
+	for rows.Next() {
+		var i AuditDefaultPeriodsRow
+		if err := rows.Scan(&i.Band, &i.Expiring); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const detachAuditPartition = `-- name: DetachAuditPartition :one
+SELECT gatehouse_audit_detach($1::text, $2::date, $3::timestamptz)::boolean AS detached
+`
+
+type DetachAuditPartitionParams struct {
+	Band      string
+	Expiring  pgtype.Date
+	ExpiredBy time.Time
+}
+
+// Detaches the partition of the band's period of expiring, which must
+// have ended by expired_by; says whether it was attached.
+func (q *Queries) DetachAuditPartition(ctx context.Context, arg DetachAuditPartitionParams) (bool, error) {
+	row := q.db.QueryRow(ctx, detachAuditPartition, arg.Band, arg.Expiring, arg.ExpiredBy)
+	var detached bool
+	err := row.Scan(&detached)
+	return detached, err
+}
+
+const dropAuditPartition = `-- name: DropAuditPartition :one
+SELECT gatehouse_audit_drop($1::text, $2::date, $3::timestamptz)::bigint AS rows
+`
+
+type DropAuditPartitionParams struct {
+	Band      string
+	Expiring  pgtype.Date
+	ExpiredBy time.Time
+}
+
+// Drops the detached partition of the band's period of expiring (ended by
+// expired_by) and says how many rows it held.
+func (q *Queries) DropAuditPartition(ctx context.Context, arg DropAuditPartitionParams) (int64, error) {
+	row := q.db.QueryRow(ctx, dropAuditPartition, arg.Band, arg.Expiring, arg.ExpiredBy)
+	var rows int64
+	err := row.Scan(&rows)
+	return rows, err
+}
+
+const ensureAuditPartition = `-- name: EnsureAuditPartition :one
+
+SELECT gatehouse_audit_partition($1::text, $2::date)::boolean AS created
+`
+
+type EnsureAuditPartitionParams struct {
+	Band     string
+	Expiring pgtype.Date
+}
+
+// The partitions (migration 37): audit_events is partitioned by retention
+// band (short: kept two years or less; long: more), then by the UTC month
+// (short: audit_events_mYYYYMM) or year (long: audit_events_yYYYY) its
+// rows expire in, with a default partition per band for rows whose period
+// has none yet. The DDL is in the migration's functions; these run each in
+// a transaction of its own.
+// Creates the partition of the band's rows expiring in the period of
+// expiring, moving that period's rows out of the band's default
+// partition, unless it exists; says whether it created it.
+func (q *Queries) EnsureAuditPartition(ctx context.Context, arg EnsureAuditPartitionParams) (bool, error) {
+	row := q.db.QueryRow(ctx, ensureAuditPartition, arg.Band, arg.Expiring)
+	var created bool
+	err := row.Scan(&created)
+	return created, err
+}
+
+const foldAuditHours = `-- name: FoldAuditHours :one
+WITH w AS (
+    SELECT f.folded_to AS after, least(r.folded_to, f.folded_to + $1::bigint) AS upto
+    FROM audit_hours_folded f JOIN rollup_feeds r ON r.feed = 'audit_events'
+    FOR UPDATE OF f SKIP LOCKED
+), hours AS (
+    SELECT a.workspace_id, date_trunc('hour', a.created_at AT TIME ZONE 'UTC') AS hour, min(a.id) AS min_id, max(a.id) AS max_id
+    FROM w JOIN audit_events a ON a.id > w.after AND a.id <= w.upto
+    GROUP BY 1, 2
+), put AS (
+    INSERT INTO audit_hours AS h (workspace_id, hour, min_id, max_id)
+    SELECT workspace_id, hour, min_id, max_id FROM hours
+    ON CONFLICT (workspace_id, hour) DO UPDATE
+        SET min_id = least(h.min_id, EXCLUDED.min_id), max_id = greatest(h.max_id, EXCLUDED.max_id)
+), moved AS (
+    UPDATE audit_hours_folded f SET folded_to = w.upto FROM w WHERE w.upto > w.after
+    RETURNING w.upto - w.after AS ids
+)
+SELECT coalesce((SELECT ids FROM moved), 0)::bigint AS folded
+`
+
+// Adds the audit rows after the hours' watermark (audit_hours_folded), up
+// to the roll-up's audit_events watermark (no id below it can still
+// commit) and at most max_ids ids on, to the id ranges of their hours;
+// says how many ids it moved the watermark by (0: nothing to fold, or
+// another instance is folding). Over every workspace: a background step.
+func (q *Queries) FoldAuditHours(ctx context.Context, maxIds int64) (int64, error) {
+	row := q.db.QueryRow(ctx, foldAuditHours, maxIds)
+	var folded int64
+	err := row.Scan(&folded)
+	return folded, err
+}
 
 const insertAuditEvent = `-- name: InsertAuditEvent :one
 INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
@@ -104,15 +232,40 @@ func (q *Queries) ListAuditEventsForSubject(ctx context.Context, arg ListAuditEv
 	return items, nil
 }
 
-const purgeExpiredAuditEvents = `-- name: PurgeExpiredAuditEvents :execrows
-DELETE FROM audit_events WHERE retention_until < $1
+const listAuditPartitions = `-- name: ListAuditPartitions :many
+SELECT (CASE substr(c.relname, length('audit_events_') + 1, 1) WHEN 'm' THEN 'short' ELSE 'long' END)::text AS band,
+       (CASE substr(c.relname, length('audit_events_') + 1, 1) WHEN 'm' THEN to_date(substr(c.relname, length('audit_events_m') + 1), 'YYYYMM')
+             ELSE to_date(substr(c.relname, length('audit_events_y') + 1), 'YYYY') END)::date AS expiring,
+       c.relispartition AS attached
+FROM pg_catalog.pg_class c
+WHERE c.relkind = 'r' AND c.relnamespace = current_schema()::regnamespace AND c.relname ~ '^audit_events_(m[0-9]{6}|y[0-9]{4})$'
+ORDER BY 1, 2
 `
 
-// Deletes the rows whose retention has passed.
-func (q *Queries) PurgeExpiredAuditEvents(ctx context.Context, retentionUntil time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, purgeExpiredAuditEvents, retentionUntil)
+type ListAuditPartitionsRow struct {
+	Band     string
+	Expiring pgtype.Date
+	Attached bool
+}
+
+// Every period's partition, attached or detached (a purge that stopped
+// between its detach and its drop), by band and period.
+func (q *Queries) ListAuditPartitions(ctx context.Context) ([]ListAuditPartitionsRow, error) {
+	rows, err := q.db.Query(ctx, listAuditPartitions)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []ListAuditPartitionsRow{}
+	for rows.Next() {
+		var i ListAuditPartitionsRow
+		if err := rows.Scan(&i.Band, &i.Expiring, &i.Attached); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

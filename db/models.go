@@ -74,6 +74,18 @@ type AuditEvent struct {
 	RetentionUntil time.Time
 }
 
+type AuditHour struct {
+	WorkspaceID uuid.UUID
+	Hour        pgtype.Timestamp
+	MinID       int64
+	MaxID       int64
+}
+
+type AuditHoursFolded struct {
+	One      bool
+	FoldedTo int64
+}
+
 type CallDay struct {
 	WorkspaceID  uuid.UUID
 	Day          pgtype.Date

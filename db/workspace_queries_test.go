@@ -24,6 +24,7 @@ var distributionKeys = map[string]string{
 	"receipts":              "workspace_id",
 	"transcript_lines":      "workspace_id", // the view of messages and calls' lines (migration 34)
 	"audit_events":          "workspace_id",
+	"audit_hours":           "workspace_id", // the audit page's hour map (migration 37)
 	"evidence":              "workspace_id",
 	"records":               "workspace_id",
 	"approvals":             "workspace_id",
@@ -62,6 +63,13 @@ var crossWorkspace = map[string]string{
 	"EvidenceHead":     "the evidence roll-up's global head",
 	"EvidenceBatchEnd": "a batch of the evidence roll-up's global feed",
 	"FoldEvidence":     "folds a batch of the global feed into each workspace's totals",
+	// So is the calls' roll-up (audit_events' feed, internal/intent).
+	"AuditHead":       "the calls' roll-up's global head",
+	"CallEvents":      "a batch of the calls' roll-up's global feed, with each row's call",
+	"AddCallDays":     "adds a batch's counts to each workspace's days, by their key",
+	"OpenCallsAfter":  "the roll-up's sweep of unfinished calls, across workspaces",
+	"DeleteOpenCalls": "forgets finished calls by their ids, across workspaces",
+	"FoldAuditHours":  "folds the audit rows below the roll-up's watermark into every workspace's hour map",
 	// Files outside this change: their joins on proposals need
 	// p.workspace_id = <scope>.workspace_id; revisit.
 	"CountResolvablePackets": "home.sql is outside this change; the join on proposals lacks workspace_id; revisit",
@@ -71,10 +79,7 @@ var crossWorkspace = map[string]string{
 
 // Queries of files being changed elsewhere now (migrations 33 and 35).
 var pendingElsewhere = map[string]string{
-	"audit_events.sql": "audit_events is being partitioned in migration 33; revisit",
-	"audit_page.sql":   "audit_events is being partitioned in migration 33; revisit",
-	"intent.sql":       "audit_events is being partitioned in migration 33; revisit",
-	"receipts.sql":     "receipts are being changed by migration 35 (receipt links); revisit",
+	"receipts.sql": "receipts are being changed by migration 35 (receipt links); revisit",
 }
 
 var (

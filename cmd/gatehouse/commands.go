@@ -46,8 +46,10 @@ func withAuth(ctx context.Context, cfg Config, stderr io.Writer, fn func(*auth.S
 	})
 }
 
-// auditCommand is "audit purge": delete the audit rows whose retention
-// (set per row from the tool's contract) has passed.
+// auditCommand is "audit purge": drop the audit partitions whose period of
+// expiry is over, so that every row in them is past its retention (set
+// per row from the tool's contract); it says how many rows went, and in
+// how many partitions.
 func auditCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "purge" {
 		return usageError("audit needs purge")
@@ -57,11 +59,15 @@ func auditCommand(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	return withPool(ctx, cfg, stderr, func(pool *pgxpool.Pool, _ *slog.Logger) error {
-		n, err := audit.Purge(ctx, db.New(pool), time.Now())
+		p, err := audit.Purge(ctx, pool, time.Now())
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "purged %d audit rows past their retention\n", n)
+		partitions := "partitions"
+		if p.Partitions == 1 {
+			partitions = "partition"
+		}
+		fmt.Fprintf(stdout, "purged %d audit rows past their retention (%d %s dropped)\n", p.Rows, p.Partitions, partitions)
 		return nil
 	})
 }

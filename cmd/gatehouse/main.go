@@ -95,7 +95,8 @@ Commands:
   token list [--email E]     print the tokens (never their secrets)
   token revoke --id ID       revoke an API token
   db url                     print the database URL (starts the embedded one if needed)
-  audit purge                delete the audit rows past their retention
+  audit purge                drop the audit partitions whose rows are all past
+                             their retention
   receipts verify [--checkpoint FILE [--public-key FILE]]
                              verify every workspace's receipt chain, or prove
                              it still extends a saved checkpoint (exit 3: broken)

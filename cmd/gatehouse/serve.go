@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/chat"
 	"github.com/gatehouse/gatehouse/internal/mcp"
@@ -71,6 +72,18 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		return err
 	}
 	defer pool.Close()
+
+	// The audit log's partitions ahead, for the retentions the tools
+	// declare (they come and go with the upstreams), and its time filter's
+	// map.
+	stopAudit := audit.StartMaintenance(ctx, pool, log, func() []time.Duration {
+		var keep []time.Duration
+		for _, t := range registry.List() {
+			keep = append(keep, t.Contract.Retention)
+		}
+		return keep
+	})
+	defer stopAudit()
 
 	svc := web.NewServices(pool, log, auth.DefaultPasswordParams, registry)
 	svc.Proposals.SetIdempotencyLease(cfg.IdempotencyLease)

@@ -70,16 +70,6 @@ func RecordRetained(ctx context.Context, q *db.Queries, p Actor, workspaceID uui
 	return nil
 }
 
-// Purge deletes the audit rows whose retention ended before now, and says
-// how many.
-func Purge(ctx context.Context, q *db.Queries, now time.Time) (int64, error) {
-	n, err := q.PurgeExpiredAuditEvents(ctx, now)
-	if err != nil {
-		return 0, fmt.Errorf("audit: purge: %w", err)
-	}
-	return n, nil
-}
-
 // KindOf is how an audit row names the actor: user, agent or system.
 func KindOf(p Actor) string {
 	kind, _, _ := actor(p)
