@@ -144,11 +144,19 @@ func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 	if status, p := getJSON(t, d.s.URL+"/api/v1/proposals/"+d.del, d.agent); status != http.StatusOK || p["status"] != "pending" {
 		t.Fatalf("after cancelling the delete is %d %v", status, p["status"])
 	}
-	// Confirm: the call runs and the card says who approved it.
-	step(t, ctx, "confirm",
-		chromedp.Click(chromedp.CSS(card+` [data-testid=approve]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=irreversible-confirm]`)),
-		chromedp.Click(chromedp.CSS(`[data-testid=irreversible-confirm]`)),
+	// Confirm: the call runs and the card says who approved it. Asked
+	// again at once after a Cancel (a quick second click), the Confirm
+	// counts: the Cancel's dialog "close" event, which comes a task later,
+	// once settled the new question as a no and left its Confirm doing
+	// nothing.
+	step(t, ctx, "cancel, ask again at once, confirm",
+		chromedp.Evaluate[chromedp.Void](`(() => {
+			const approve = document.querySelector('`+card+` [data-testid=approve]');
+			approve.click();
+			document.querySelector('[data-testid=irreversible-cancel]').click();
+			approve.click();
+			setTimeout(() => document.querySelector('[data-testid=irreversible-confirm]').click(), 50);
+		})()`),
 		chromedp.WaitVisible(chromedp.CSS(card+`[data-status=applied] [data-testid=result]`)),
 	)
 	if got := mustText(t, ctx, card+` [data-testid=decided-by]`); !strings.Contains(got, "Approved by "+lookAdmin) {

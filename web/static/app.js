@@ -86,9 +86,14 @@
     document.body.appendChild(dialog);
     dialogText = dialog.querySelector("#irreversible-text");
     dialogConfirm = dialog.querySelector("[value=confirm]");
-    dialog.querySelector("[value=cancel]").addEventListener("click", function () { dialog.close("cancel"); });
-    dialogConfirm.addEventListener("click", function () { dialog.close("confirm"); });
-    dialog.addEventListener("click", function (evt) { if (evt.target === dialog) dialog.close("cancel"); });
+    // Each answer settles the question it answers at once. (The dialog's
+    // "close" event comes a task later: acting on it let a Cancel settle
+    // the next question, asked meanwhile, and left that one's Confirm
+    // doing nothing.)
+    dialog.querySelector("[value=cancel]").addEventListener("click", function () { answer(false); });
+    dialogConfirm.addEventListener("click", function () { answer(true); });
+    dialog.addEventListener("click", function (evt) { if (evt.target === dialog) answer(false); });
+    dialog.addEventListener("cancel", function (evt) { evt.preventDefault(); answer(false); }); // Esc
     // Tab stays inside the dialog (showModal makes the page inert; this
     // keeps focus off the browser chrome as well).
     dialog.addEventListener("keydown", function (evt) {
@@ -97,15 +102,17 @@
       if (evt.shiftKey && document.activeElement === first) { last.focus(); evt.preventDefault(); }
       else if (!evt.shiftKey && document.activeElement === last) { first.focus(); evt.preventDefault(); }
     });
-    dialog.addEventListener("close", function () {
-      var go = pending, ok = dialog.returnValue === "confirm";
-      pending = null;
-      dialog.returnValue = "";
-      if (returnFocus && document.contains(returnFocus)) returnFocus.focus();
-      returnFocus = null;
-      if (go) go(ok);
-    });
+    // Closed some other way while a question waits: that is no.
+    dialog.addEventListener("close", function () { if (!dialog.open && pending) answer(false); });
     return dialog;
+  }
+  function answer(ok) {
+    var go = pending;
+    pending = null;
+    if (dialog.open) dialog.close(ok ? "confirm" : "cancel");
+    if (returnFocus && document.contains(returnFocus)) returnFocus.focus();
+    returnFocus = null;
+    if (go) go(ok);
   }
   function askIrreversible(el, note, then) {
     ensureDialog();
