@@ -279,6 +279,20 @@ func TestReceiptsPage_ShowsTheChainAndVerifiesNow(t *testing.T) {
 		!strings.Contains(page, `&#34;signature&#34;`) || strings.Count(page, "data-receipt=") != 3 {
 		t.Fatalf("page: %d\n%s", resp.StatusCode, page)
 	}
+	// Contents come when a row is opened, not with the page.
+	if strings.Contains(page, "&#34;outcome&#34;") || strings.Count(page, `/content" hx-trigger="toggle once"`) != 3 {
+		t.Fatalf("the page carries the receipts' contents, or cannot fetch them:\n%s", page)
+	}
+	if resp, frag := browser.get("/admin/receipts/" + ids[2] + "/content"); resp.StatusCode != http.StatusOK ||
+		!strings.Contains(frag, "&#34;outcome&#34;: &#34;") || strings.Contains(frag, "<html") {
+		t.Fatalf("a receipt's content: %d\n%s", resp.StatusCode, frag)
+	}
+	if resp, _ := member.get("/admin/receipts/" + ids[2] + "/content"); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a member read a receipt's content: %d", resp.StatusCode)
+	}
+	if resp, _ := browser.get("/admin/receipts/not-a-receipt/content"); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("an unknown receipt's content: %d", resp.StatusCode)
+	}
 	// The proposal link lists that proposal's receipts.
 	proposal := r["metadata"].(map[string]any)["proposal_id"].(string)
 	if _, page := browser.get("/admin/receipts?proposal=" + proposal); strings.Count(page, "data-receipt=") != 1 || !strings.Contains(page, ids[2]) {

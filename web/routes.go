@@ -153,6 +153,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/settings", s.settingsPage, approver...)
 	e.GET("/admin/outbox", s.outboxPage, approver...)
 	e.GET("/admin/receipts", s.receiptsPage, approver...)
+	e.GET("/admin/receipts/:id/content", s.receiptContent, approver...)
 	e.GET("/admin/receipts/verify", s.verifyReceiptsNow, approver...)
 	e.GET("/admin/receipts/verifications/:id", s.receiptVerificationFragment, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)

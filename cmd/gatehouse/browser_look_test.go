@@ -307,3 +307,17 @@ func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
 		return err
 	})
 }
+
+// /admin/receipts lists the latest receipts without their contents;
+// opening a row fetches its content into the row.
+func TestBrowser_AReceiptsContentComesWhenItsRowIsOpened(t *testing.T) {
+	d := seedLook(t)
+	ctx := d.signedIn(t)
+	first := `[data-testid=receipts] tbody tr:first-child`
+	step(t, ctx, "open a receipt's content",
+		chromedp.Navigate(d.s.URL+"/admin/receipts"),
+		chromedp.WaitVisible(chromedp.CSS(first+` details summary`)),
+		chromedp.Click(chromedp.CSS(first+` details summary`)),
+		chromedp.WaitVisible(chromedp.Search(`//tbody/tr[1]//pre[@data-testid="receipt-content"][contains(., '"outcome"')]`)),
+	)
+}
