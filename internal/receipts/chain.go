@@ -136,8 +136,9 @@ type Result struct {
 	// first. They verify like any other receipt.
 	ContentErrors        int64 `json:"content_errors,omitempty"`
 	FirstContentErrorSeq int64 `json:"first_content_error_seq,omitempty"`
-	// Pending counts the receipts that wait for the sequencer, and
-	// OldestPendingAt is when the oldest was written. A receipt that has
+	// Pending counts the receipts that wait for the sequencer (up to
+	// 10,000: more says the same), and OldestPendingAt is when the
+	// oldest was written. A receipt that has
 	// waited longer than the service's bound makes the result not OK: the
 	// chain is not keeping up, whatever its chained prefix says.
 	Pending         int64      `json:"pending"`

@@ -1612,7 +1612,7 @@ type ReceiptVerification struct {
 	// OldestPendingAt When the oldest of them was written.
 	OldestPendingAt *time.Time `json:"oldest_pending_at,omitempty"`
 
-	// Pending Receipts that wait for the sequencer (not part of the chain yet).
+	// Pending Receipts that wait for the sequencer (not part of the chain yet), counted up to 10,000.
 	Pending     int                 `json:"pending"`
 	Reason      *string             `json:"reason,omitempty"`
 	WorkspaceId *openapi_types.UUID `json:"workspace_id,omitempty"`
