@@ -11,6 +11,7 @@
 package canonjson
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -41,6 +42,12 @@ type parser struct {
 	pos     int
 	out     []byte
 	scratch []byte
+	// members is a stack of the objects' members being written: an
+	// object's are those from its base up (nested objects push theirs
+	// above and pop them before their parent adds the next).
+	members []member
+	// esc holds a string value's unescaped bytes (str's slow path).
+	esc []byte
 }
 
 func (p *parser) errorf(format string, args ...any) error {
@@ -71,7 +78,7 @@ func (p *parser) value(depth int) error {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
-		s, err := p.str()
+		s, err := p.str(false)
 		if err != nil {
 			return err
 		}
@@ -102,7 +109,7 @@ func (p *parser) literal(word string) error {
 // member is one written member of an object: its name and where its
 // canonical bytes ("name":value) sit in out.
 type member struct {
-	name       string
+	name       []byte
 	start, end int
 }
 
@@ -110,7 +117,8 @@ func (p *parser) object(depth int) error {
 	p.pos++ // {
 	p.out = append(p.out, '{')
 	base := len(p.out)
-	var members []member
+	mbase := len(p.members)
+	defer func() { p.members = p.members[:mbase] }()
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
@@ -122,7 +130,7 @@ func (p *parser) object(depth int) error {
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
 			return p.errorf("expected a member name")
 		}
-		name, err := p.str()
+		name, err := p.str(true)
 		if err != nil {
 			return err
 		}
@@ -132,7 +140,7 @@ func (p *parser) object(depth int) error {
 		}
 		p.pos++
 		p.skipSpace()
-		if len(members) > 0 {
+		if len(p.members) > mbase {
 			p.out = append(p.out, ',')
 		}
 		start := len(p.out)
@@ -141,7 +149,7 @@ func (p *parser) object(depth int) error {
 		if err := p.value(depth + 1); err != nil {
 			return err
 		}
-		members = append(members, member{name: name, start: start, end: len(p.out)})
+		p.members = append(p.members, member{name: name, start: start, end: len(p.out)})
 		p.skipSpace()
 		if p.pos >= len(p.in) {
 			return p.errorf("unexpected end of input in an object")
@@ -156,12 +164,13 @@ func (p *parser) object(depth int) error {
 		p.pos++
 		break
 	}
+	members := p.members[mbase:]
 	sorted := slices.IsSortedFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
 	if !sorted {
 		slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
 	}
 	for i := 1; i < len(members); i++ {
-		if members[i].name == members[i-1].name {
+		if bytes.Equal(members[i].name, members[i-1].name) {
 			return p.errorf("duplicate member name %q", members[i].name)
 		}
 	}
@@ -214,41 +223,52 @@ func (p *parser) array(depth int) error {
 	}
 }
 
-// str reads a JSON string at pos and returns its value.
-func (p *parser) str() (string, error) {
+// str reads a JSON string at pos and returns its value: the input's own
+// bytes when it has no escapes; else, unescaped, a buffer of its own for
+// a member name (kept until its object is written: keep) or the parser's
+// buffer, valid until the next string, for a value.
+func (p *parser) str(keep bool) ([]byte, error) {
 	p.pos++ // "
 	start := p.pos
 	// Fast path: no escapes.
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		if c == '"' {
-			s := p.in[start:p.pos]
+			s := p.in[start:p.pos:p.pos]
 			if !utf8.Valid(s) {
-				return "", p.errorf("invalid UTF-8 in a string")
+				return nil, p.errorf("invalid UTF-8 in a string")
 			}
 			p.pos++
-			return string(s), nil
+			return s, nil
 		}
 		if c == '\\' {
 			break
 		}
 		if c < 0x20 {
-			return "", p.errorf("control character in a string")
+			return nil, p.errorf("control character in a string")
 		}
 		p.pos++
 	}
-	buf := append([]byte(nil), p.in[start:p.pos]...)
+	buf := append(p.esc[:0], p.in[start:p.pos]...)
+	if keep {
+		buf = append([]byte(nil), p.in[start:p.pos]...)
+	}
+	defer func() {
+		if !keep {
+			p.esc = buf[:0]
+		}
+	}()
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		switch {
 		case c == '"':
 			p.pos++
 			if !utf8.Valid(buf) {
-				return "", p.errorf("invalid UTF-8 in a string")
+				return nil, p.errorf("invalid UTF-8 in a string")
 			}
-			return string(buf), nil
+			return buf, nil
 		case c < 0x20:
-			return "", p.errorf("control character in a string")
+			return nil, p.errorf("control character in a string")
 		case c != '\\':
 			buf = append(buf, c)
 			p.pos++
@@ -275,25 +295,25 @@ func (p *parser) str() (string, error) {
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return "", p.errorf("invalid \\u escape")
+				return nil, p.errorf("invalid \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
 				if r >= 0xDC00 || p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
-					return "", p.errorf("lone surrogate in a string")
+					return nil, p.errorf("lone surrogate in a string")
 				}
 				p.pos += 2
 				r2, ok := p.hex4()
 				if !ok || r2 < 0xDC00 || r2 > 0xDFFF {
-					return "", p.errorf("lone surrogate in a string")
+					return nil, p.errorf("lone surrogate in a string")
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
-			return "", p.errorf("invalid escape \\%c", e)
+			return nil, p.errorf("invalid escape \\%c", e)
 		}
 	}
-	return "", p.errorf("unterminated string")
+	return nil, p.errorf("unterminated string")
 }
 
 func (p *parser) hex4() (rune, bool) {
@@ -337,6 +357,17 @@ func (p *parser) number() error {
 	}
 	if p.in[intStart] == '0' && p.pos-intStart > 1 {
 		return p.errorf("invalid number: leading zero")
+	}
+	if n := p.pos - intStart; n <= 15 && (p.pos == len(p.in) || (p.in[p.pos] != '.' && p.in[p.pos] != 'e' && p.in[p.pos] != 'E')) {
+		// An integer of at most 15 digits is exact in a float64 and
+		// ECMAScript writes it as it is (without a leading zero, which
+		// is refused above); -0 is "0".
+		if n == 1 && p.in[intStart] == '0' {
+			p.out = append(p.out, '0')
+		} else {
+			p.out = append(p.out, p.in[start:p.pos]...)
+		}
+		return nil
 	}
 	if p.pos < len(p.in) && p.in[p.pos] == '.' {
 		p.pos++
@@ -427,7 +458,7 @@ func cutByte(s []byte, sep byte) (before, after []byte, found bool) {
 // appendString writes s with only the escapes JCS requires: the quote,
 // the backslash, and control characters (\b \t \n \f \r by name, the rest
 // as \u00xx).
-func appendString(b []byte, s string) []byte {
+func appendString(b []byte, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0
@@ -463,23 +494,23 @@ func appendString(b []byte, s string) []byte {
 // sorts member names. UTF-8 byte order is code point order, which agrees
 // with UTF-16 order except between supplementary characters (surrogate
 // pairs, 0xD800…) and U+E000…U+FFFF.
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
+func compareUTF16(a, b []byte) int {
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < utf8.RuneSelf && b[0] < utf8.RuneSelf {
+			if a[0] != b[0] {
+				return int(a[0]) - int(b[0])
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
 		if ra != rb {
 			return cmpUnit(firstUnit(ra), firstUnit(rb), ra, rb)
 		}
 		a, b = a[na:], b[nb:]
 	}
-	switch {
-	case a == "" && b == "":
-		return 0
-	case a == "":
-		return -1
-	default:
-		return 1
-	}
+	return len(a) - len(b)
 }
 
 func firstUnit(r rune) rune {
