@@ -63,6 +63,9 @@ type options struct {
 	// volumeOnly runs the volume phase alone (no pgbench, write phases or
 	// micro-benchmarks), printing only.
 	volumeOnly bool
+	// volumeKeep leaves the volume phase's database filled (and says
+	// where), to look into a slow page with EXPLAIN or a profile.
+	volumeKeep bool
 }
 
 func parseOptions(args []string) (options, error) {
@@ -80,6 +83,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.goBench, "go-bench", true, "run the Go micro-benchmarks of the pure parts")
 	fs.IntVar(&o.volume, "volume", 0, "also time every page on an empty database and on one filled to this many calls, with a server of its own (0: off; the issue's volume is 1000000)")
 	fs.BoolVar(&o.volumeOnly, "volume-only", false, "run only the volume phase (print only)")
+	fs.BoolVar(&o.volumeKeep, "volume-keep", false, "leave the volume phase's filled database on the cluster, and print its URL (with -volume-only)")
 	fs.StringVar(&o.doc, "doc", "", "write the report to this file (docs/performance.md)")
 	fs.StringVar(&o.command, "command", "make bench", "the command quoted in the report")
 	fs.StringVar(&o.revision, "revision", "", "the source revision quoted in the report")
@@ -101,6 +105,8 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("-volume must be 0 (off) or at least %d calls", minVolume)
 	case o.volumeOnly && (o.volume == 0 || o.doc != ""):
 		return o, errors.New("-volume-only needs -volume and prints only (no -doc)")
+	case o.volumeKeep && !o.volumeOnly:
+		return o, errors.New("-volume-keep needs -volume-only")
 	}
 	return o, nil
 }

@@ -407,12 +407,12 @@ effect with these across runs; the ratios compare a run with its own
 baseline. pgbench's row gives PostgreSQL's CPU per INSERT: its client's
 CPU is not in it, as the load generator's is not in the others.
 pgbench's INSERT writes about 3 records (its row, its commit). An
-auto-applied call writes about ten times that, by design: the proposal
-row, its transcript line, two audit rows, its receipt, the tool's own row,
-an index entry for each index on those tables, the row locks the
-proposal's foreign keys take (two since migration 24; the rows written
-with it hold none: migrations 22 and 23), the commit, and later the
-sequencer's chaining of the receipt.
+auto-applied call writes about ten times that: the proposal row (which is
+also its transcript line), two audit rows, its receipt, the tool's own
+row, an index entry for each index on those tables, the lock its scope
+key takes on the conversation's row, the commit, and later the
+sequencer's link chaining the receipt; "Where a call's WAL goes" counts
+them, table by table.
 That is the floor the throughput ratio measures against; where the time
 went beyond it, a profile (BENCH_PROFILE=1) shows.
 

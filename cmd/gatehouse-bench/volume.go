@@ -34,6 +34,17 @@ type volumeTarget struct {
 	pool *pgxpool.Pool // the server's database
 	acct volumeAccount
 	pid  int // the server's process, for its memory; 0: not measured
+	// verify is the verification step's load (clients 0: no step).
+	verify verifyLoad
+}
+
+// verifyLoad is the calls the verification step makes: clients for d
+// alone, then beside the run for at most limit; dbURL is the cluster's,
+// for the calls' cost.
+type verifyLoad struct {
+	clients  int
+	d, limit time.Duration
+	dbURL    string
 }
 
 // measureVolume is the phase on a running server with an empty database.
@@ -78,6 +89,11 @@ func measureVolume(ctx context.Context, tgt volumeTarget, calls, samples int, ou
 	for i, p := range volumePages {
 		res.Pages = append(res.Pages, pageResult{Name: p.Name, Route: p.Route, Empty: empty[i], Volume: full[i]})
 	}
+	if l := tgt.verify; l.clients > 0 {
+		vr := measureVerify(ctx, tgt, l, out)
+		res.Verify = &vr
+		res.PeakRSS = peakRSSKiB(tgt.pid)
+	}
 	return res, ctx.Err()
 }
 
@@ -89,6 +105,7 @@ func runVolumePhase(ctx context.Context, o options, clusterURL, tmp string, out 
 	if err != nil {
 		return nil, err
 	}
+	srv.keep = o.volumeKeep
 	defer srv.stop(out)
 	acct, err := srv.makeAccount(ctx)
 	if err != nil {
@@ -99,7 +116,8 @@ func runVolumePhase(ctx context.Context, o options, clusterURL, tmp string, out 
 		return nil, err
 	}
 	defer pool.Close()
-	res, err := measureVolume(ctx, volumeTarget{base: srv.url, pool: pool, acct: acct, pid: srv.cmd.Process.Pid}, o.volume, pageSamples, out)
+	res, err := measureVolume(ctx, volumeTarget{base: srv.url, pool: pool, acct: acct, pid: srv.cmd.Process.Pid,
+		verify: verifyLoad{clients: o.clients, d: o.duration, limit: verifyLimit, dbURL: clusterURL}}, o.volume, pageSamples, out)
 	if err != nil {
 		log, _ := os.ReadFile(srv.log)
 		return nil, fmt.Errorf("%w\nthe volume server's log (last lines):\n%s", err, tail(log, 20))
@@ -116,6 +134,7 @@ type volumeServer struct {
 	database            string
 	log                 string // the server's log
 	adminEmail, adminPw string
+	keep                bool // leave the database when stopping
 }
 
 // startVolumeServer creates a database on the cluster and starts
@@ -212,6 +231,10 @@ func (v *volumeServer) stop(out io.Writer) {
 			v.cmd.Process.Kill()
 			<-done
 		}
+	}
+	if v.keep {
+		fmt.Fprintf(out, "  (volume: kept the database: %s)\n", v.dbURL)
+		return
 	}
 	if err := v.dropDatabase(); err != nil {
 		fmt.Fprintf(out, "  (volume: could not drop %s: %v)\n", v.database, err)

@@ -27,6 +27,8 @@ type volumeResult struct {
 	// readers signed in (argon2id takes its memory per sign-in), after
 	// timing the empty database, and through the whole phase.
 	PeakRSSSignedIn, PeakRSSEmpty, PeakRSS int64
+	// Verify is the full verification beside calls (nil: not run).
+	Verify *verifyResult
 }
 
 // pageResult is one page, timed empty and at volume.
@@ -153,6 +155,9 @@ func (v *volumeResult) summary() []string {
 		mb := func(kib int64) string { return fmtBytes(int(kib * 1024)) }
 		lines = append(lines, fmt.Sprintf("Server's peak RSS through the phase: %s (%s once signed in, %s before the fill; target under %s): %s",
 			mb(v.PeakRSS), mb(v.PeakRSSSignedIn), mb(v.PeakRSSEmpty), fmtBytes(targetPeakRSS), mark(v.PeakRSS*1024 < targetPeakRSS)))
+	}
+	if vr := v.Verify; vr != nil {
+		lines = append(lines, vr.summary())
 	}
 	passed := 0
 	for _, p := range v.Pages {

@@ -308,7 +308,8 @@ func TestFill_TheServerReadsWhatItWrote(t *testing.T) {
 	}
 
 	const calls = 2000
-	res, err := measureVolume(ctx, volumeTarget{base: hs.URL, pool: pool, acct: acct}, calls, 1, io.Discard)
+	tgt := volumeTarget{base: hs.URL, pool: pool, acct: acct}
+	res, err := measureVolume(ctx, tgt, calls, 1, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,6 +383,17 @@ func TestFill_TheServerReadsWhatItWrote(t *testing.T) {
 	if n, err := svc.Proposals.Reconcile(ctx); err != nil || n != 0 {
 		t.Errorf("reconcile: %d (%v), want nothing to fix", n, err)
 	}
+
+	// The phase's last step: the server's background verification of
+	// the whole filled chain ran to its end, and calls went on meanwhile.
+	vr := measureVerify(ctx, tgt, verifyLoad{clients: 2, d: time.Second, limit: time.Minute}, io.Discard)
+	if vr.Err != "" || !vr.OK || vr.Receipts < int64(receiptRows) || vr.Took <= 0 || vr.Alone.OK == 0 || vr.Meanwhile.OK == 0 ||
+		vr.Meanwhile.OK != vr.Meanwhile.Calls {
+		t.Errorf("verification beside calls: %+v", vr)
+	}
+	if line := vr.summary(); !strings.Contains(line, "receipts verified in") {
+		t.Errorf("summary: %s", line)
+	}
 }
 
 func TestParseOptions_Volume(t *testing.T) {
@@ -394,7 +406,7 @@ func TestParseOptions_Volume(t *testing.T) {
 		t.Errorf("default: volume %d (%v), want 0: off", o.volume, err)
 	}
 	for _, args := range [][]string{{"-url", "http://x", "-volume", "999"}, {"-url", "http://x", "-volume-only"},
-		{"-url", "http://x", "-volume", "20000", "-volume-only", "-doc", "docs/performance.md"}} {
+		{"-url", "http://x", "-volume", "20000", "-volume-only", "-doc", "docs/performance.md"}, {"-url", "http://x", "-volume", "20000", "-volume-keep"}} {
 		if _, err := parseOptions(args); err == nil {
 			t.Errorf("%q: want an error", args)
 		}
