@@ -37,6 +37,38 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 	return i, err
 }
 
+const foldConversationActivity = `-- name: FoldConversationActivity :one
+WITH lines AS (
+    SELECT m.conversation_id, m.created_at FROM messages m WHERE m.id > $1::bigint AND m.id <= $2::bigint
+    UNION ALL
+    SELECT p.conversation_id, p.created_at FROM proposals p
+    WHERE p.line_id > $1::bigint AND p.line_id <= $2::bigint AND p.conversation_id IS NOT NULL
+), up AS (
+    INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)
+    SELECT c.id, c.workspace_id, c.owner_id, max(l.created_at)
+    FROM lines l JOIN conversations c ON c.id = l.conversation_id
+    GROUP BY c.id, c.workspace_id, c.owner_id
+    ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at
+    RETURNING 1
+)
+SELECT count(*)::int AS moved FROM up
+`
+
+type FoldConversationActivityParams struct {
+	After int64
+	Upto  int64
+}
+
+// The lines in (after, upto] (every workspace's, in position order: the
+// feed is one for the database) folded into their conversations'
+// activity; it says how many conversations moved.
+func (q *Queries) FoldConversationActivity(ctx context.Context, arg FoldConversationActivityParams) (int32, error) {
+	row := q.db.QueryRow(ctx, foldConversationActivity, arg.After, arg.Upto)
+	var moved int32
+	err := row.Scan(&moved)
+	return moved, err
+}
+
 const getConversation = `-- name: GetConversation :one
 SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
@@ -88,36 +120,53 @@ func (q *Queries) GetConversationForUpdate(ctx context.Context, arg GetConversat
 	return i, err
 }
 
-const listConversations = `-- name: ListConversations :many
-SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, greatest(c.updated_at, coalesce(m.created_at, c.updated_at))::timestamptz AS active_at
-FROM conversations c
-LEFT JOIN LATERAL (SELECT created_at FROM transcript_lines WHERE workspace_id = c.workspace_id AND conversation_id = c.id ORDER BY id DESC LIMIT 1) m ON true
-WHERE c.workspace_id = $1 AND c.owner_id = $2
-ORDER BY active_at DESC LIMIT 200
+const listConversationActivity = `-- name: ListConversationActivity :many
+SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, a.active_at AS folded_at
+FROM conversation_activity a
+JOIN conversations c ON c.id = a.conversation_id AND c.workspace_id = $1 AND c.owner_id = $2
+WHERE a.workspace_id = $1 AND a.owner_id = $2
+  AND (NOT $3::bool OR (a.active_at, a.conversation_id) < ($4::timestamptz, $5::uuid))
+ORDER BY a.active_at DESC, a.conversation_id DESC
+LIMIT $6::int
 `
 
-type ListConversationsParams struct {
+type ListConversationActivityParams struct {
 	WorkspaceID uuid.UUID
 	OwnerID     uuid.UUID
+	Paged       bool
+	BeforeAt    time.Time
+	BeforeID    uuid.UUID
+	Lim         int32
 }
 
-type ListConversationsRow struct {
+type ListConversationActivityRow struct {
 	Conversation Conversation
-	ActiveAt     time.Time
+	FoldedAt     time.Time
 }
 
-// Most recently active first: a conversation's activity is its last
-// line (a message or a call), derived here so no call has to update the conversation's row
-// (a row every call in the conversation would queue on).
-func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsParams) ([]ListConversationsRow, error) {
-	rows, err := q.db.Query(ctx, listConversations, arg.WorkspaceID, arg.OwnerID)
+// A page of the owner's conversations by their folded activity
+// (conversation_activity, migration 38), from the position before_at,
+// before_id on when paged: a range of conversation_activity_owner_idx,
+// each row's conversation by its primary key. The list (internal/
+// conversations) adds the lines after the feed's watermark
+// (ListConversationTail) and reads as many more rows as they have
+// conversations.
+func (q *Queries) ListConversationActivity(ctx context.Context, arg ListConversationActivityParams) ([]ListConversationActivityRow, error) {
+	rows, err := q.db.Query(ctx, listConversationActivity,
+		arg.WorkspaceID,
+		arg.OwnerID,
+		arg.Paged,
+		arg.BeforeAt,
+		arg.BeforeID,
+		arg.Lim,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListConversationsRow{}
+	items := []ListConversationActivityRow{}
 	for rows.Next() {
-		var i ListConversationsRow
+		var i ListConversationActivityRow
 		if err := rows.Scan(
 			&i.Conversation.ID,
 			&i.Conversation.WorkspaceID,
@@ -126,7 +175,7 @@ func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsPa
 			&i.Conversation.PermissionMode,
 			&i.Conversation.CreatedAt,
 			&i.Conversation.UpdatedAt,
-			&i.ActiveAt,
+			&i.FoldedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -136,6 +185,106 @@ func (q *Queries) ListConversations(ctx context.Context, arg ListConversationsPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const listConversationTail = `-- name: ListConversationTail :many
+SELECT l.conversation_id, max(l.created_at)::timestamptz AS active_at
+FROM (SELECT m.conversation_id, m.created_at FROM messages m
+      WHERE m.workspace_id = $1 AND m.id > $2::bigint
+      UNION ALL
+      SELECT p.conversation_id, p.created_at FROM proposals p
+      WHERE p.workspace_id = $1 AND p.conversation_id IS NOT NULL AND p.line_id > $2::bigint) l
+JOIN conversations c ON c.id = l.conversation_id AND c.workspace_id = $1 AND c.owner_id = $3
+GROUP BY l.conversation_id
+`
+
+type ListConversationTailParams struct {
+	WorkspaceID uuid.UUID
+	Folded      int64
+	OwnerID     uuid.UUID
+}
+
+type ListConversationTailRow struct {
+	ConversationID uuid.UUID
+	ActiveAt       time.Time
+}
+
+// The owner's conversations with lines after the lines feed's watermark
+// (folded: a moment's worth, not folded into conversation_activity
+// yet), each with its last such line's time: messages' primary key and
+// the calls' BRIN index (migration 38) from the watermark on.
+func (q *Queries) ListConversationTail(ctx context.Context, arg ListConversationTailParams) ([]ListConversationTailRow, error) {
+	rows, err := q.db.Query(ctx, listConversationTail, arg.WorkspaceID, arg.Folded, arg.OwnerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListConversationTailRow{}
+	for rows.Next() {
+		var i ListConversationTailRow
+		if err := rows.Scan(&i.ConversationID, &i.ActiveAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listConversationsByID = `-- name: ListConversationsByID :many
+SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at FROM conversations
+WHERE id = ANY($1::uuid[]) AND workspace_id = $2 AND owner_id = $3
+`
+
+type ListConversationsByIDParams struct {
+	Ids         []uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+}
+
+// The owner's conversations among ids, by primary key.
+func (q *Queries) ListConversationsByID(ctx context.Context, arg ListConversationsByIDParams) ([]Conversation, error) {
+	rows, err := q.db.Query(ctx, listConversationsByID, arg.Ids, arg.WorkspaceID, arg.OwnerID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []Conversation{}
+	for rows.Next() {
+		var i Conversation
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.OwnerID,
+			&i.Title,
+			&i.PermissionMode,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const transcriptLinesHead = `-- name: TranscriptLinesHead :one
+SELECT coalesce(pg_sequence_last_value('messages_id_seq'), 0)::bigint AS head
+`
+
+// The last line position drawn (messages and calls share the sequence):
+// the lines feed's candidate, with the transactions writing either table
+// (internal/rollup). A position drawn but not visible yet is one of theirs.
+func (q *Queries) TranscriptLinesHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, transcriptLinesHead)
+	var head int64
+	err := row.Scan(&head)
+	return head, err
 }
 
 const updateConversation = `-- name: UpdateConversation :one

@@ -160,6 +160,13 @@ type Conversation struct {
 	UpdatedAt      time.Time
 }
 
+type ConversationActivity struct {
+	ConversationID uuid.UUID
+	WorkspaceID    uuid.UUID
+	OwnerID        uuid.UUID
+	ActiveAt       time.Time
+}
+
 type CursorKey struct {
 	ID  int16
 	Key []byte

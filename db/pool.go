@@ -79,3 +79,11 @@ const (
 
 // ListScopeClassesSQL is the header's classes statement, for its plan test.
 const ListScopeClassesSQL = listScopeClasses
+
+// The conversations list's statements and the lines' roll-up's, for
+// their plan test.
+const (
+	ListConversationActivitySQL = listConversationActivity
+	ListConversationTailSQL     = listConversationTail
+	FoldConversationActivitySQL = foldConversationActivity
+)

@@ -70,6 +70,9 @@ var crossWorkspace = map[string]string{
 	"OpenCallsAfter":  "the roll-up's sweep of unfinished calls, across workspaces",
 	"DeleteOpenCalls": "forgets finished calls by their ids, across workspaces",
 	"FoldAuditHours":  "folds the audit rows below the roll-up's watermark into every workspace's hour map",
+	// And the lines' roll-up (messages' and calls' positions, one
+	// sequence: internal/conversations).
+	"FoldConversationActivity": "folds a span of the lines' global feed into each conversation's activity",
 	// Files outside this change: their joins on proposals need
 	// p.workspace_id = <scope>.workspace_id; revisit.
 	"CountResolvablePackets": "home.sql is outside this change; the join on proposals lacks workspace_id; revisit",

@@ -65,17 +65,26 @@ func (s *Server) apiCreateConversation(c echo.Context) error {
 	return c.JSON(http.StatusCreated, toConversationJSON(conv))
 }
 
-// apiListConversations handles "GET /api/v1/conversations".
+// apiListConversations handles "GET /api/v1/conversations[?limit=&before=]":
+// a page of the caller's conversations, most recently active first, and
+// the cursor of the next page ("next", empty on the last).
 func (s *Server) apiListConversations(c echo.Context) error {
-	list, err := s.convs.List(c.Request().Context(), principal(c))
+	limit := conversations.DefaultListLimit
+	if raw := c.QueryParam("limit"); raw != "" {
+		var err error
+		if limit, err = strconv.Atoi(raw); err != nil {
+			limit = -1 // refused by the service, naming limit
+		}
+	}
+	page, err := s.convs.List(c.Request().Context(), principal(c), conversations.ListPage{Limit: limit, Before: c.QueryParam("before")})
 	if err != nil {
 		return err
 	}
-	out := make([]conversationJSON, len(list))
-	for i, conv := range list {
+	out := make([]conversationJSON, len(page.Conversations))
+	for i, conv := range page.Conversations {
 		out[i] = toConversationJSON(conv)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"conversations": out})
+	return c.JSON(http.StatusOK, map[string]any{"conversations": out, "next": page.Next})
 }
 
 // apiGetConversation handles "GET /api/v1/conversations/:id".

@@ -13,17 +13,20 @@ import (
 	"github.com/gatehouse/gatehouse/views"
 )
 
-// conversationsPage handles "GET /conversations".
+// conversationsPage handles "GET /conversations[?before=<cursor>]": a
+// page of the caller's conversations, most recently active first, with a
+// link to the next.
 func (s *Server) conversationsPage(c echo.Context) error {
-	list, err := s.convs.List(c.Request().Context(), principal(c))
+	page, err := s.convs.List(c.Request().Context(), principal(c), conversations.ListPage{Limit: conversations.DefaultListLimit, Before: c.QueryParam("before")})
 	if err != nil {
 		return err
 	}
-	items := make([]views.ConversationItem, len(list))
-	for i, conv := range list {
+	items := make([]views.ConversationItem, len(page.Conversations))
+	for i, conv := range page.Conversations {
 		items[i] = views.ConversationItem{ID: conv.ID.String(), Title: conv.Title, Mode: string(conv.PermissionMode), Updated: conv.UpdatedAt.Format("2006-01-02 15:04")}
 	}
-	return render(c, http.StatusOK, views.ConversationsPage(s.shell(c, "Conversations", "conversations"), items))
+	return render(c, http.StatusOK, views.ConversationsPage(s.shell(c, "Conversations", "conversations"), views.ConversationsView{
+		Items: items, Next: page.Next, Paged: c.QueryParam("before") != ""}))
 }
 
 // createConversation handles "POST /conversations".

@@ -254,6 +254,9 @@ func (s *Server) rollUps() []rollup.Step {
 	if s.intent != nil {
 		steps = append(steps, s.intent.RollUp)
 	}
+	if s.convs != nil {
+		steps = append(steps, s.convs.RollUp)
+	}
 	return steps
 }
 

@@ -107,20 +107,6 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Conv
 	return fromRow(c), nil
 }
 
-// List returns the caller's conversations, most recent first.
-func (s *Service) List(ctx context.Context, p auth.Principal) ([]Conversation, error) {
-	rows, err := s.q.ListConversations(ctx, db.ListConversationsParams{WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
-	if err != nil {
-		return nil, fmt.Errorf("conversations: list: %w", err)
-	}
-	out := make([]Conversation, len(rows))
-	for i, r := range rows {
-		out[i] = fromRow(r.Conversation)
-		out[i].UpdatedAt = r.ActiveAt
-	}
-	return out, nil
-}
-
 // Update is a change to a conversation; nil fields stay as they are.
 type Update struct {
 	Title          *string

@@ -33,6 +33,10 @@ import (
 // rollup_feeds row's.
 type Feed struct {
 	Name string
+	// Tables are the tables whose rows draw the feed's ids, when the
+	// feed is not one table's (nil: the table Name): their writers are
+	// the transactions a candidate waits for.
+	Tables []string
 	// Head is the largest id visible in the table.
 	Head func(ctx context.Context, q *db.Queries) (int64, error)
 	// Fold folds rows with ids in (after, upto] into the aggregates, in
@@ -109,7 +113,7 @@ func Advance(ctx context.Context, pool *pgxpool.Pool, f Feed) (Progress, error) 
 		}
 		next, writers = max(head, to), nil
 		if next > to {
-			if writers, err = q.RollupWriters(ctx, f.Name); err != nil {
+			if writers, err = f.writers(ctx, q); err != nil {
 				return Progress{}, fmt.Errorf("rollup: %s: writers: %w", f.Name, err)
 			}
 		}
@@ -130,6 +134,24 @@ func Advance(ctx context.Context, pool *pgxpool.Pool, f Feed) (Progress, error) 
 	// no transaction writing the table, so it is safe already.
 	fresh := next > to && next != st.NextTo && len(writers) == 0
 	return Progress{Folded: to - st.FoldedTo, Moved: moved, More: to < safe || fresh}, nil
+}
+
+// writers are the transactions writing the feed's tables now.
+func (f Feed) writers(ctx context.Context, q *db.Queries) ([]string, error) {
+	tables := f.Tables
+	if len(tables) == 0 {
+		tables = []string{f.Name}
+	}
+	var all []string
+	for _, t := range tables {
+		w, err := q.RollupWriters(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, w...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all), nil
 }
 
 // Step is one feed's turn (a service's RollUp).

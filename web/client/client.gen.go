@@ -1854,6 +1854,14 @@ type SetThresholdJSONBody struct {
 	MinSamples int     `json:"min_samples"`
 }
 
+// ListConversationsParams defines parameters for ListConversations.
+type ListConversationsParams struct {
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Before The next cursor of the page before (opaque, signed for the caller).
+	Before *string `form:"before,omitempty" json:"before,omitempty"`
+}
+
 // CreateConversationJSONBody defines parameters for CreateConversation.
 type CreateConversationJSONBody struct {
 	Title *string `json:"title,omitempty"`
@@ -2589,10 +2597,17 @@ type ClientInterface interface {
 	// Corresponds with PUT /api/v1/action-classes/{class}/threshold (the `SetThreshold` operationId).
 	SetThreshold(ctx context.Context, class string, body SetThresholdJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListConversations The caller's conversations, most recent first
+	// ListConversations The caller's conversations, most recently active first, a page at a time
+	//
+	// A conversation's activity (its updated_at here) is the later of its
+	// own last change and its last line (a message or a call). Each page
+	// reads one page of an index however many conversations the caller
+	// has. Follow `next` (the `before` cursor of the next page) until it
+	// is empty. A limit out of range, or a cursor that is not one this
+	// list gave the caller, is refused with 422 naming the parameter.
 	//
 	// Corresponds with GET /api/v1/conversations (the `ListConversations` operationId).
-	ListConversations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListConversations(ctx context.Context, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateConversationWithBody Start a conversation (owned by the token's user)
 	//
@@ -3447,11 +3462,18 @@ func (c *Client) SetThreshold(ctx context.Context, class string, body SetThresho
 	return c.Client.Do(req)
 }
 
-// ListConversations The caller's conversations, most recent first
+// ListConversations The caller's conversations, most recently active first, a page at a time
+//
+// A conversation's activity (its updated_at here) is the later of its
+// own last change and its last line (a message or a call). Each page
+// reads one page of an index however many conversations the caller
+// has. Follow `next` (the `before` cursor of the next page) until it
+// is empty. A limit out of range, or a cursor that is not one this
+// list gave the caller, is refused with 422 naming the parameter.
 //
 // Corresponds with GET /api/v1/conversations (the `ListConversations` operationId).
-func (c *Client) ListConversations(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListConversationsRequest(c.Server)
+func (c *Client) ListConversations(ctx context.Context, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConversationsRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5103,7 +5125,7 @@ func NewSetThresholdRequestWithBody(server string, class string, contentType str
 }
 
 // NewListConversationsRequest constructs an http.Request for the ListConversations method
-func NewListConversationsRequest(server string) (*http.Request, error) {
+func NewListConversationsRequest(server string, params *ListConversationsParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -5119,6 +5141,45 @@ func NewListConversationsRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -6948,12 +7009,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/action-classes/{class}/threshold (the `SetThreshold` operationId).
 	SetThresholdWithResponse(ctx context.Context, class string, body SetThresholdJSONRequestBody, reqEditors ...RequestEditorFn) (*SetThresholdResponse, error)
 
-	// ListConversationsWithResponse The caller's conversations, most recent first
+	// ListConversationsWithResponse The caller's conversations, most recently active first, a page at a time
+	//
+	// A conversation's activity (its updated_at here) is the later of its
+	// own last change and its last line (a message or a call). Each page
+	// reads one page of an index however many conversations the caller
+	// has. Follow `next` (the `before` cursor of the next page) until it
+	// is empty. A limit out of range, or a cursor that is not one this
+	// list gave the caller, is refused with 422 naming the parameter.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/conversations (the `ListConversations` operationId).
-	ListConversationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListConversationsResponse, error)
+	ListConversationsWithResponse(ctx context.Context, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*ListConversationsResponse, error)
 
 	// CreateConversationWithBodyWithResponse Start a conversation (owned by the token's user)
 	//
@@ -8113,6 +8181,9 @@ type ListConversationsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
 		Conversations []Conversation `json:"conversations"`
+
+		// Next The before cursor of the next page; empty on the last.
+		Next string `json:"next"`
 	}
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
@@ -8121,6 +8192,9 @@ type ListConversationsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListConversationsResponse) GetJSON200() *struct {
 	Conversations []Conversation `json:"conversations"`
+
+	// Next The before cursor of the next page; empty on the last.
+	Next string `json:"next"`
 } {
 	return r.JSON200
 }
@@ -10347,13 +10421,20 @@ func (c *ClientWithResponses) SetThresholdWithResponse(ctx context.Context, clas
 	return ParseSetThresholdResponse(rsp)
 }
 
-// ListConversationsWithResponse The caller's conversations, most recent first
+// ListConversationsWithResponse The caller's conversations, most recently active first, a page at a time
+//
+// A conversation's activity (its updated_at here) is the later of its
+// own last change and its last line (a message or a call). Each page
+// reads one page of an index however many conversations the caller
+// has. Follow `next` (the `before` cursor of the next page) until it
+// is empty. A limit out of range, or a cursor that is not one this
+// list gave the caller, is refused with 422 naming the parameter.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/conversations (the `ListConversations` operationId).
-func (c *ClientWithResponses) ListConversationsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListConversationsResponse, error) {
-	rsp, err := c.ListConversations(ctx, reqEditors...)
+func (c *ClientWithResponses) ListConversationsWithResponse(ctx context.Context, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*ListConversationsResponse, error) {
+	rsp, err := c.ListConversations(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -11651,6 +11732,9 @@ func ParseListConversationsResponse(rsp *http.Response) (*ListConversationsRespo
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Conversations []Conversation `json:"conversations"`
+
+			// Next The before cursor of the next page; empty on the last.
+			Next string `json:"next"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

@@ -1,0 +1,246 @@
+package conversations
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/rollup"
+)
+
+// Page sizes of the conversations list: DefaultListLimit conversations
+// when the caller names no limit, at most MaxListLimit.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+// ListPage asks for one page of the caller's conversations: at most
+// Limit, the most recently active, or those after the Before cursor.
+type ListPage struct {
+	Limit  int
+	Before string
+}
+
+// Listed is one page of conversations; Next is the cursor of the page
+// after it ("" when there is none).
+type Listed struct {
+	Conversations []Conversation
+	Next          string
+}
+
+// List returns a page of the caller's conversations, most recently active
+// first (a conversation's activity, its UpdatedAt here, is the later of
+// its own last change and its last line). It reads one page of an index
+// however many conversations the caller has (migration 38). A limit out
+// of range, or a cursor that is not one this list gave the caller, is
+// refused (EINVALID, naming it).
+func (s *Service) List(ctx context.Context, p auth.Principal, lp ListPage) (Listed, error) {
+	if lp.Limit < 1 || lp.Limit > MaxListLimit {
+		return Listed{}, apperr.Invalid(fmt.Sprintf("The limit must be from 1 to %d conversations.", MaxListLimit),
+			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", MaxListLimit)})
+	}
+	key, err := s.cursorKey(ctx)
+	if err != nil {
+		return Listed{}, err
+	}
+	lc := listCursors{key: key, workspace: p.WorkspaceID, user: p.UserID}
+	arg := db.ListConversationActivityParams{WorkspaceID: p.WorkspaceID, OwnerID: p.UserID}
+	if lp.Before != "" {
+		at, id, ok := lc.decode(lp.Before)
+		if !ok {
+			return Listed{}, apperr.Invalid("This page of conversations cannot be read: ask again with the before cursor of one of your own pages.",
+				apperr.FieldError{Field: "before", Message: "is not a cursor this list gave you"})
+		}
+		arg.Paged, arg.BeforeAt, arg.BeforeID = true, at, id
+	}
+	rows, err := s.listActive(ctx, p, arg, lp.Limit+1)
+	if err != nil {
+		return Listed{}, err
+	}
+	var out Listed
+	if len(rows) > lp.Limit {
+		rows = rows[:lp.Limit]
+		last := rows[len(rows)-1]
+		out.Next = lc.encode(last.UpdatedAt, last.ID)
+	}
+	out.Conversations = rows
+	return out, nil
+}
+
+// listActive reads up to n of the owner's conversations by activity,
+// from arg's position on: the folded activity's index plus the lines
+// after the feed's watermark, in one snapshot (a line folded between two
+// reads would be in neither). A conversation with a line after the
+// watermark may stand lower in the index than it does now, so the index
+// is read for as many more rows as those lines have conversations.
+func (s *Service) listActive(ctx context.Context, p auth.Principal, arg db.ListConversationActivityParams, n int) ([]Conversation, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	feed, err := q.GetRollupFeed(ctx, LinesFeed)
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: the lines feed: %w", err)
+	}
+	tail, err := q.ListConversationTail(ctx, db.ListConversationTailParams{WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, Folded: feed.FoldedTo})
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: the latest lines: %w", err)
+	}
+	arg.Lim = int32(n + len(tail))
+	folded, err := q.ListConversationActivity(ctx, arg)
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: %w", err)
+	}
+	latest := make(map[uuid.UUID]time.Time, len(tail))
+	for _, t := range tail {
+		latest[t.ConversationID] = t.ActiveAt
+	}
+	byID := make(map[uuid.UUID]Conversation, len(folded)+len(tail))
+	for _, r := range folded {
+		c := fromRow(r.Conversation)
+		c.UpdatedAt = later(c.UpdatedAt, r.FoldedAt)
+		byID[c.ID] = c
+	}
+	var missing []uuid.UUID
+	for id := range latest {
+		if _, ok := byID[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		more, err := q.ListConversationsByID(ctx, db.ListConversationsByIDParams{Ids: missing, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		if err != nil {
+			return nil, fmt.Errorf("conversations: list: %w", err)
+		}
+		for _, r := range more {
+			byID[r.ID] = fromRow(r)
+		}
+	}
+	out := make([]Conversation, 0, len(byID))
+	for _, c := range byID {
+		c.UpdatedAt = later(c.UpdatedAt, latest[c.ID])
+		if arg.Paged && !before(c, arg.BeforeAt, arg.BeforeID) {
+			continue // above the cursor now: on a page already read
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Conversation) int {
+		if c := b.UpdatedAt.Compare(a.UpdatedAt); c != 0 {
+			return c
+		}
+		return bytes.Compare(b.ID[:], a.ID[:])
+	})
+	return out[:min(n, len(out))], nil
+}
+
+// before reports whether c's place in the list, (activity, id) newest
+// first, is after the position (at, id).
+func before(c Conversation, at time.Time, id uuid.UUID) bool {
+	if c.UpdatedAt.Equal(at) {
+		return bytes.Compare(c.ID[:], id[:]) < 0
+	}
+	return c.UpdatedAt.Before(at)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// LinesFeed is the roll-up feed of the transcripts' lines (rollup_feeds):
+// it keeps conversation_activity.
+const LinesFeed = "transcript_lines"
+
+// linesFoldSpan is how many positions one turn folds at most.
+const linesFoldSpan = 20000
+
+// RollUp takes a turn of the lines' roll-up (on every instance: one at a
+// time folds): it folds the lines written since the last turn into their
+// conversations' activity.
+func (s *Service) RollUp(ctx context.Context) (rollup.Progress, error) {
+	return rollup.Advance(ctx, s.pool, linesFeed(linesFoldSpan))
+}
+
+func linesFeed(span int64) rollup.Feed {
+	return rollup.Feed{Name: LinesFeed, Tables: []string{"messages", "proposals"},
+		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.TranscriptLinesHead(ctx) },
+		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
+			upto = min(upto, after+span)
+			if _, err := q.FoldConversationActivity(ctx, db.FoldConversationActivityParams{After: after, Upto: upto}); err != nil {
+				return 0, err
+			}
+			return upto, nil
+		},
+	}
+}
+
+// A list cursor is a position in one caller's conversations list, signed
+// like the transcript's cursors (cursor.go):
+//
+//	base64url( version 1 | 'l' | activity: 8 bytes (µs) | conversation id: 16 bytes | tag: 12 bytes )
+//
+// tag = HMAC-SHA256(key, label | workspace | user | version | 'l' |
+// activity | id)[:12]: another user's cursor, or an altered one, is
+// refused.
+const (
+	listCursorLen   = 2 + 8 + 16 + cursorTagLen
+	listCursorLabel = "gatehouse conversations list cursor"
+)
+
+type listCursors struct {
+	key             []byte
+	workspace, user uuid.UUID
+}
+
+func (c listCursors) tag(body []byte) []byte {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte(listCursorLabel))
+	m.Write(c.workspace[:])
+	m.Write(c.user[:])
+	m.Write(body)
+	return m.Sum(nil)[:cursorTagLen]
+}
+
+func (c listCursors) encode(at time.Time, id uuid.UUID) string {
+	b := make([]byte, 0, listCursorLen)
+	b = append(b, cursorVersion, 'l')
+	b = binary.BigEndian.AppendUint64(b, uint64(at.UnixMicro()))
+	b = append(b, id[:]...)
+	b = append(b, c.tag(b)...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (c listCursors) decode(s string) (time.Time, uuid.UUID, bool) {
+	if len(s) != base64.RawURLEncoding.EncodedLen(listCursorLen) {
+		return time.Time{}, uuid.Nil, false
+	}
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != listCursorLen || b[0] != cursorVersion || b[1] != 'l' {
+		return time.Time{}, uuid.Nil, false
+	}
+	body := b[:listCursorLen-cursorTagLen]
+	if !hmac.Equal(b[len(body):], c.tag(body)) {
+		return time.Time{}, uuid.Nil, false
+	}
+	at := time.UnixMicro(int64(binary.BigEndian.Uint64(b[2:10]))).UTC()
+	var id uuid.UUID
+	copy(id[:], b[10:26])
+	return at, id, true
+}

@@ -1,0 +1,9 @@
+package conversations_test
+
+import (
+	"testing"
+
+	"github.com/gatehouse/gatehouse/internal/dbtest"
+)
+
+func TestMain(m *testing.M) { dbtest.Main(m) }
