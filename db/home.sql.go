@@ -15,7 +15,7 @@ import (
 
 const countResolvablePackets = `-- name: CountResolvablePackets :one
 SELECT count(*) FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 WHERE a.workspace_id = $1 AND a.status = 'pending' AND a.expires_at > now()
   AND a.approver_role = ANY ($2::text[]) AND p.proposed_by_user_id <> $3
 `
@@ -123,7 +123,7 @@ const listResolvablePackets = `-- name: ListResolvablePackets :many
 SELECT a.id, a.summary, a.expires_at, a.approver_role, p.tool, p.risk, p.effect,
        coalesce(c.title, n.title, '')::text AS scope_title
 FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 WHERE a.workspace_id = $1 AND a.status = 'pending' AND a.expires_at > now()

@@ -91,7 +91,7 @@ func (q *Queries) GetNotebookForUpdate(ctx context.Context, arg GetNotebookForUp
 const listNotebooks = `-- name: ListNotebooks :many
 SELECT n.id, n.workspace_id, n.owner_id, n.title, n.trust_level, n.created_at, n.updated_at, greatest(n.updated_at, coalesce(c.created_at, n.updated_at))::timestamptz AS active_at
 FROM notebooks n
-LEFT JOIN LATERAL (SELECT created_at FROM proposals WHERE notebook_id = n.id ORDER BY created_at DESC LIMIT 1) c ON true
+LEFT JOIN LATERAL (SELECT created_at FROM proposals WHERE workspace_id = n.workspace_id AND notebook_id = n.id ORDER BY created_at DESC LIMIT 1) c ON true
 WHERE n.workspace_id = $1 AND n.owner_id = $2
 ORDER BY active_at DESC LIMIT 200
 `

@@ -22,7 +22,7 @@ LIMIT 50;
 -- Pending packets for one of the roles, not proposed by the user (nobody
 -- approves their own proposal).
 SELECT count(*) FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.status = 'pending' AND a.expires_at > now()
   AND a.approver_role = ANY (sqlc.arg(roles)::text[]) AND p.proposed_by_user_id <> sqlc.arg(user_id);
 
@@ -30,7 +30,7 @@ WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.status = 'pending' AND a.exp
 SELECT a.id, a.summary, a.expires_at, a.approver_role, p.tool, p.risk, p.effect,
        coalesce(c.title, n.title, '')::text AS scope_title
 FROM approvals a
-JOIN proposals p ON p.id = a.proposal_id
+JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.status = 'pending' AND a.expires_at > now()

@@ -13,7 +13,7 @@ SELECT * FROM notebooks WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FO
 -- derived here so no call has to update the notebook's row.
 SELECT sqlc.embed(n), greatest(n.updated_at, coalesce(c.created_at, n.updated_at))::timestamptz AS active_at
 FROM notebooks n
-LEFT JOIN LATERAL (SELECT created_at FROM proposals WHERE notebook_id = n.id ORDER BY created_at DESC LIMIT 1) c ON true
+LEFT JOIN LATERAL (SELECT created_at FROM proposals WHERE workspace_id = n.workspace_id AND notebook_id = n.id ORDER BY created_at DESC LIMIT 1) c ON true
 WHERE n.workspace_id = $1 AND n.owner_id = $2
 ORDER BY active_at DESC LIMIT 200;
 
