@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 )
@@ -50,13 +50,15 @@ var ErrNotFound = apperr.Errorf(apperr.ENOTFOUND, "No such conversation.")
 type Service struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
-	// key signs page cursors (cursor.go), read once.
-	keyMu sync.Mutex
-	key   []byte
+	// key signs page cursors (cursor.go, list.go).
+	key *cursor.Key
 }
 
 // NewService returns the conversations service.
-func NewService(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
+func NewService(pool *pgxpool.Pool) *Service {
+	q := db.New(pool)
+	return &Service{pool: pool, q: q, key: cursor.NewKey(q)}
+}
 
 func fromRow(c db.Conversation) Conversation {
 	return Conversation{ID: c.ID, Title: c.Title, PermissionMode: policy.PermissionMode(c.PermissionMode), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
@@ -234,7 +236,7 @@ func (s *Service) Messages(ctx context.Context, p auth.Principal, id uuid.UUID, 
 	if _, err := s.Get(ctx, p, id); err != nil {
 		return Page{}, err
 	}
-	key, err := s.cursorKey(ctx)
+	key, err := s.key.Get(ctx)
 	if err != nil {
 		return Page{}, err
 	}

@@ -1,14 +1,13 @@
 package conversations
 
 import (
-	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/gatehouse/gatehouse/internal/cursor"
 )
 
 // A cursor is a position in one conversation's transcript, for one caller
@@ -33,21 +32,6 @@ const (
 	newer = 'n'
 )
 
-// cursorKey returns the deployment's key, read once.
-func (s *Service) cursorKey(ctx context.Context) ([]byte, error) {
-	s.keyMu.Lock()
-	defer s.keyMu.Unlock()
-	if s.key != nil {
-		return s.key, nil
-	}
-	key, err := s.q.GetCursorKey(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("conversations: cursor key: %w", err)
-	}
-	s.key = key
-	return key, nil
-}
-
 // pageCursors signs and checks the cursors of one conversation for one
 // caller.
 type pageCursors struct {
@@ -57,15 +41,10 @@ type pageCursors struct {
 }
 
 func (c pageCursors) tag(direction byte, pos int64) []byte {
-	m := hmac.New(sha256.New, c.key)
-	m.Write([]byte(cursorLabel))
-	m.Write(c.conversation[:])
-	m.Write(c.user[:])
 	var b [10]byte
 	b[0], b[1] = cursorVersion, direction
 	binary.BigEndian.PutUint64(b[2:], uint64(pos))
-	m.Write(b[:])
-	return m.Sum(nil)[:cursorTagLen]
+	return cursor.Tag(c.key, cursorTagLen, []byte(cursorLabel), c.conversation[:], c.user[:], b[:])
 }
 
 func (c pageCursors) encode(direction byte, pos int64) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 	"github.com/gatehouse/gatehouse/internal/rollup"
 )
 
@@ -52,7 +52,7 @@ func (s *Service) List(ctx context.Context, p auth.Principal, lp ListPage) (List
 		return Listed{}, apperr.Invalid(fmt.Sprintf("The limit must be from 1 to %d conversations.", MaxListLimit),
 			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", MaxListLimit)})
 	}
-	key, err := s.cursorKey(ctx)
+	key, err := s.key.Get(ctx)
 	if err != nil {
 		return Listed{}, err
 	}
@@ -210,12 +210,7 @@ type listCursors struct {
 }
 
 func (c listCursors) tag(body []byte) []byte {
-	m := hmac.New(sha256.New, c.key)
-	m.Write([]byte(listCursorLabel))
-	m.Write(c.workspace[:])
-	m.Write(c.user[:])
-	m.Write(body)
-	return m.Sum(nil)[:cursorTagLen]
+	return cursor.Tag(c.key, cursorTagLen, []byte(listCursorLabel), c.workspace[:], c.user[:], body)
 }
 
 func (c listCursors) encode(at time.Time, id uuid.UUID) string {

@@ -1,18 +1,16 @@
 package feedback
 
 import (
-	"context"
 	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 )
 
 // A cursor is a position in the triage list of one filter, for one
@@ -51,21 +49,6 @@ type position struct {
 // largest time PostgreSQL reads and the largest id.
 var start = position{At: time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), ID: uuid.Max}
 
-// cursorKey returns the deployment's key, read once.
-func (s *Service) cursorKey(ctx context.Context) ([]byte, error) {
-	s.keyMu.Lock()
-	defer s.keyMu.Unlock()
-	if s.key != nil {
-		return s.key, nil
-	}
-	key, err := s.q.GetCursorKey(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("feedback: cursor key: %w", err)
-	}
-	s.key = key
-	return key, nil
-}
-
 // pageCursors signs and checks the cursors of one filter's list for one
 // caller.
 type pageCursors struct {
@@ -79,10 +62,6 @@ func newPageCursors(key []byte, p auth.Principal, f Filter) pageCursors {
 }
 
 func (c pageCursors) tag(body []byte) []byte {
-	m := hmac.New(sha256.New, c.key)
-	m.Write([]byte(cursorLabel))
-	m.Write(c.workspace[:])
-	m.Write(c.user[:])
 	var b []byte
 	since := int64(0) // no since: the default window, whenever it is asked
 	if !c.filter.Since.IsZero() {
@@ -93,9 +72,7 @@ func (c pageCursors) tag(body []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
-	m.Write(b)
-	m.Write(body)
-	return m.Sum(nil)[:cursorTagLen]
+	return cursor.Tag(c.key, cursorTagLen, []byte(cursorLabel), c.workspace[:], c.user[:], b, body)
 }
 
 func (c pageCursors) encode(pos position) string {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 )
 
 // Severities of a feedback item.
@@ -153,14 +153,14 @@ type Service struct {
 	q     *db.Queries
 	known func(tool string) bool
 
-	keyMu sync.Mutex
-	key   []byte // the deployment's cursor key, once read
+	key *cursor.Key // signs the list's cursors
 }
 
 // NewService returns the service; known says whether a tool name is one of
 // the registry's.
 func NewService(pool *pgxpool.Pool, known func(tool string) bool) *Service {
-	return &Service{pool: pool, q: db.New(pool), known: known}
+	q := db.New(pool)
+	return &Service{pool: pool, q: q, known: known, key: cursor.NewKey(q)}
 }
 
 // ErrNotFound is a feedback item that does not exist in the caller's workspace.

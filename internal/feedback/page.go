@@ -81,7 +81,7 @@ func (s *Service) Page(ctx context.Context, p auth.Principal, f Filter, req Page
 		return Page{}, apperr.Invalid(fmt.Sprintf("The limit must be a number from 1 to %d.", PageMax),
 			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", PageMax)})
 	}
-	key, err := s.cursorKey(ctx)
+	key, err := s.key.Get(ctx)
 	if err != nil {
 		return Page{}, err
 	}

@@ -1,7 +1,6 @@
 package proposals
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 )
 
 // A queue cursor is a position in one list of the approvals queue (one
@@ -21,15 +21,12 @@ import (
 // The position is the last packet a page showed or read: its expiry in
 // the pending list ('p'), its creation time in a resolved status's list
 // ('s') or in the list of any status ('a'), in microseconds, and its id.
-// tag = SHA-256(label | workspace | user | filter | version | list |
-// position)[:12]: a cursor that was altered, or that belongs to another
-// filter, list, user or workspace, is refused.
-//
-// The tag is a checksum, not a signature (no key): whoever knows a user's
-// id could make a cursor for them, but a cursor only says where a page
-// starts. What a page reads is decided by the query (the caller's
-// workspace and the roles they resolve), never by the cursor, so a
-// forged one moves within the caller's own queue and nothing more.
+// tag = HMAC-SHA256(key, label | workspace | user | filter | version |
+// list | position)[:12], with the deployment's cursor key (cursor_keys,
+// as every list's cursors): a cursor that was altered, made up, or that
+// belongs to another filter, list, user or workspace, is refused. (What
+// a page reads is decided by the query, the caller's workspace and the
+// roles they resolve, never by the cursor.)
 const (
 	queueCursorVersion = 1
 	queueCursorTagLen  = 12
@@ -52,12 +49,13 @@ type queuePosition struct {
 // approvalCursors makes and reads the cursors of one filter's list for one
 // caller.
 type approvalCursors struct {
+	key             []byte
 	workspace, user uuid.UUID
 	filter          ApprovalFilter
 }
 
-func newApprovalCursors(p auth.Principal, f ApprovalFilter) approvalCursors {
-	return approvalCursors{workspace: p.WorkspaceID, user: p.UserID, filter: f}
+func newApprovalCursors(key []byte, p auth.Principal, f ApprovalFilter) approvalCursors {
+	return approvalCursors{key: key, workspace: p.WorkspaceID, user: p.UserID, filter: f}
 }
 
 // list is the filter's list: its order and its index.
@@ -72,18 +70,12 @@ func (c approvalCursors) list() byte {
 }
 
 func (c approvalCursors) tag(body []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(queueCursorLabel))
-	h.Write(c.workspace[:])
-	h.Write(c.user[:])
 	var b []byte
 	for _, v := range []string{c.filter.Status, c.filter.Tool, c.filter.ActionClass, c.filter.Risk} {
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
-	h.Write(b)
-	h.Write(body)
-	return h.Sum(nil)[:queueCursorTagLen]
+	return cursor.Tag(c.key, queueCursorTagLen, []byte(queueCursorLabel), c.workspace[:], c.user[:], b, body)
 }
 
 func (c approvalCursors) encode(pos queuePosition) string {

@@ -15,13 +15,15 @@ import (
 func TestApprovalCursor_BindsListFilterAndUser(t *testing.T) {
 	ws, user := uuid.New(), uuid.New()
 	pending := ApprovalFilter{Status: ApprovalPending, Tool: "t.send", Risk: "high"}
-	mine := approvalCursors{workspace: ws, user: user, filter: pending}
+	key := []byte("a deployment's cursor key, 32 b")
+	mine := approvalCursors{key: key, workspace: ws, user: user, filter: pending}
 	pos := queuePosition{At: time.Date(2026, 3, 4, 5, 6, 7, 891011000, time.UTC), ID: uuid.New()}
 	c := mine.encode(pos)
 	if got, ok := mine.decode(c); !ok || !got.At.Equal(pos.At) || got.ID != pos.ID {
 		t.Fatalf("round trip: %+v %v, want %+v", got, ok, pos)
 	}
 	others := map[string]approvalCursors{
+		"another key":       {key: []byte("another deployment's key"), workspace: ws, user: user, filter: pending},
 		"another user":      {workspace: ws, user: uuid.New(), filter: pending},
 		"another workspace": {workspace: uuid.New(), user: user, filter: pending},
 		"another status":    {workspace: ws, user: user, filter: ApprovalFilter{Status: ApprovalApproved, Tool: "t.send", Risk: "high"}},
@@ -33,6 +35,9 @@ func TestApprovalCursor_BindsListFilterAndUser(t *testing.T) {
 		"shifted fields": {workspace: ws, user: user, filter: ApprovalFilter{Status: ApprovalPending, Tool: "t.sen", ActionClass: "d", Risk: "high"}},
 	}
 	for name, other := range others {
+		if other.key == nil {
+			other.key = key // the same deployment: only the named part differs
+		}
 		if _, ok := other.decode(c); ok {
 			t.Errorf("%s read the cursor", name)
 		}

@@ -287,7 +287,11 @@ func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFil
 		return ApprovalPage{}, apperr.Invalid(fmt.Sprintf("The limit must be a number from 1 to %d.", ApprovalPageMax),
 			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", ApprovalPageMax)})
 	}
-	cur := newApprovalCursors(p, f)
+	key, err := s.cursorKey.Get(ctx)
+	if err != nil {
+		return ApprovalPage{}, err
+	}
+	cur := newApprovalCursors(key, p, f)
 	var pos queuePosition
 	if req.Cursor != "" {
 		var ok bool

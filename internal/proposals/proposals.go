@@ -25,6 +25,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
@@ -169,11 +170,15 @@ type Service struct {
 	announcer events.Announcer
 	// group lets automatic calls share a transaction (nil: off).
 	group *group
+	// cursorKey signs the approvals queue's cursors.
+	cursorKey *cursor.Key
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
-	s := &Service{pool: pool, q: db.New(pool), tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production"}
+	q := db.New(pool)
+	s := &Service{pool: pool, q: q, tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production",
+		cursorKey: cursor.NewKey(q)}
 	s.SetGroupCommit(DefaultGroupWriters(pool.Config().MaxConns))
 	return s
 }
