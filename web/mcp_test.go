@@ -152,8 +152,16 @@ func TestMCP_ReadRunsAtOnceInTheSessionsOwnConversation(t *testing.T) {
 	agent := e.token("owner@example.com", auth.TokenAgent)
 	user := e.token("owner@example.com", auth.TokenUser)
 	s := e.mustMCP(agent, "claude-code", nil)
-	if ins := s.InitializeResult().Instructions; !strings.Contains(ins, "/conversations/") {
-		t.Errorf("the instructions do not name the session's conversation: %s", ins)
+	if ins := s.InitializeResult().Instructions; !strings.Contains(ins, `a new conversation, "MCP: claude-code", which its first tool call creates (`+e.url+"/conversations lists it)") {
+		t.Errorf("the instructions do not say where the session's calls go: %s", ins)
+	}
+	// Listing the tools creates nothing: a one-shot client that only
+	// looks leaves no conversation behind.
+	if _, err := s.ListTools(t.Context(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, list := e.api("GET", "/api/v1/conversations", user, nil); len(list["conversations"].([]any)) != 0 {
+		t.Fatalf("listing the tools made a conversation: %v", list)
 	}
 	res, text := callTool(t, s, "records.search", map[string]any{"query": "acme", "rationale": "find the customer's record"})
 	if res.IsError || !strings.Contains(text, `"status":"applied"`) || !strings.Contains(text, `"count":0`) {

@@ -6,7 +6,6 @@ package mcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -232,9 +231,10 @@ const instructions = "Gatehouse stands between you and these tools. Every call i
 	"with a proposal id: call check_proposal with it later for the outcome. A refused call says why; adapt instead of retrying it as is. " +
 	"If you are stuck, call submit_feedback to tell the workspace's admins what you tried and what happened."
 
-// bindOnInitialize binds the session to its scope as it initializes: the
-// scope the client asked for, or a new conversation named after the client
-// ("MCP: claude-code"). The answer's instructions then say which.
+// bindOnInitialize says, as the session initializes, where its calls are
+// proposed: the scope the client asked for, or a new conversation named
+// after the client ("MCP: claude-code") that its first tool call creates,
+// so that a client that only lists tools leaves nothing behind.
 func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		if method != "initialize" {
@@ -249,23 +249,25 @@ func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil {
 			return res, err
 		}
-		p, ok := principalOf(req.GetExtra())
-		if !ok {
-			return nil, errors.New("gatehouse: the request carries no principal")
-		}
-		scope, err := s.bind(ctx, p)
-		if err != nil {
-			return nil, err
-		}
 		if ir, ok := res.(*sdk.InitializeResult); ok {
-			ir.Instructions = instructions + " " + s.scopeSentence(scope)
+			ir.Instructions = instructions + " " + s.scopeSentence()
 		}
 		return res, nil
 	}
 }
 
 // scopeSentence says where the session's calls are proposed.
-func (s *session) scopeSentence(scope proposals.Scope) string {
+func (s *session) scopeSentence() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	scope := s.scope
+	if scope == nil {
+		scope = s.chosen
+	}
+	if scope == nil {
+		return fmt.Sprintf("This session's calls are proposed in a new conversation, %q, which its first tool call creates (%s lists it); "+
+			"its owner sets its permission mode there.", conversationTitle(s.client), s.origin+"/conversations")
+	}
 	kind := "conversation"
 	setting := "its permission mode"
 	path := "/conversations/" + scope.ID.String()
@@ -275,9 +277,9 @@ func (s *session) scopeSentence(scope proposals.Scope) string {
 	return fmt.Sprintf("This session's calls are proposed in %s %s (%s); its owner sets %s there.", kind, scope.ID, s.origin+path, setting)
 }
 
-// bind returns the session's scope, binding it on first use: the one
-// chosen on connect (checked to be the owner's then), or a new
-// conversation.
+// bind returns the session's scope, binding it on first use (its first
+// tool call): the one chosen on connect (checked to be the owner's then),
+// or a new conversation.
 func (s *session) bind(ctx context.Context, p auth.Principal) (proposals.Scope, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
