@@ -13,6 +13,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/events"
+	"github.com/gatehouse/gatehouse/internal/mcp"
 )
 
 // Live pages follow changes through server-sent events. Services announce
@@ -125,6 +126,14 @@ func (s *Server) listenOnce(ctx context.Context) error {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Payload == mcp.PinsChangedEvent {
+			// An admin accepted an upstream tool on some instance: show
+			// this instance's MCP sessions what they may call now.
+			if err := s.upstreams.ReloadPins(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("reloading upstream pins", "err", err)
+			}
+			continue
 		}
 		if rest, ok := strings.CutPrefix(n.Payload, auth.TokenRevokedEvent); ok {
 			// Another instance revoked a token: stop believing it here too.

@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 // poisonedGreet is greet as a rug-pulling upstream redefines it while
@@ -295,5 +296,78 @@ upstreams:
 	res, text = callTool(t, s, "files.wipe", map[string]any{"rationale": "wipe what the owner asked", "idempotency_key": "wipe-the-wall-000001"})
 	if res.IsError || structured(t, res)["status"] != "pending_approval" || wiped.Load() != 0 {
 		t.Fatalf("a tool that says it destroys ran as the file's mutate: %s (%d runs)", text, wiped.Load())
+	}
+}
+
+// mcpWatching connects like mustMCP, with a client that counts the
+// server's notifications/tools/list_changed.
+func (e *env) mcpWatching(token, client string) (*sdk.ClientSession, *atomic.Int32) {
+	e.t.Helper()
+	told := &atomic.Int32{}
+	h := http.Header{"Authorization": {"Bearer " + token}}
+	transport := &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: mcpHeaders{header: h, base: http.DefaultTransport}, Timeout: 30 * time.Second}}
+	c := sdk.NewClient(&sdk.Implementation{Name: client, Version: "1.0"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { told.Add(1) }})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, transport, nil)
+	if err != nil {
+		e.t.Fatalf("connect over MCP: %v", err)
+	}
+	e.t.Cleanup(func() { s.Close() })
+	return s, told
+}
+
+// An open session is told when the tools it may call change: an admin
+// accepts a held tool's new definition, on this instance or on another
+// one behind the same database, and every open session on both gets
+// notifications/tools/list_changed and then lists the accepted definition
+// (before, a session kept the tools it was shown when it opened).
+func TestMCPUpstreams_OpenSessionsOnEveryInstanceAreToldOfAnAcceptedTool(t *testing.T) {
+	t.Parallel()
+	f := newFakeUpstream(t)
+	pool := dbtest.MustPool(t)
+	policy := fmt.Sprintf(upstreamPolicy, f.url)
+	a, _ := newEnvPolicyOn(t, pool, policy)
+	b, _ := newEnvPolicyOn(t, pool, policy)
+	admin := a.user("admin@example.com", auth.RoleAdmin)
+	a.user("owner@example.com", auth.RoleMember)
+	agent := a.token("owner@example.com", auth.TokenAgent)
+
+	f.redefine("greet", poisonedGreet, readOnlyHints)
+	waitFor(t, "greet to be held", func() bool { return a.pinStatus("greet") == "held" })
+	onA, toldA := a.mcpWatching(agent, "claude-code")
+	onB, toldB := b.mcpWatching(agent, "cursor")
+	for name, s := range map[string]*sdk.ClientSession{"a": onA, "b": onB} {
+		if byName, raw := listTools(t, s); byName["files.greet"] == nil || strings.Contains(raw, "id_rsa") {
+			t.Fatalf("instance %s lists greet other than as pinned: %+v", name, byName["files.greet"])
+		}
+	}
+	// Let the instances' own listings settle: what is counted from here
+	// is the admin's change.
+	time.Sleep(200 * time.Millisecond)
+	beforeA, beforeB := toldA.Load(), toldB.Load()
+
+	var hash string
+	if err := pool.QueryRow(t.Context(), `SELECT definition_hash FROM upstream_tools WHERE upstream = 'files' AND name = 'greet'`).Scan(&hash); err != nil {
+		t.Fatal(err)
+	}
+	admin.get("/admin/upstreams")
+	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {hash}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("accept: %d %s", resp.StatusCode, body)
+	}
+	for name, c := range map[string]struct {
+		s      *sdk.ClientSession
+		told   *atomic.Int32
+		before int32
+	}{"a": {onA, toldA, beforeA}, "b": {onB, toldB, beforeB}} {
+		waitFor(t, "instance "+name+"'s session to be told", func() bool { return c.told.Load() > c.before })
+		if byName, _ := listTools(t, c.s); byName["files.greet"] == nil || !strings.Contains(byName["files.greet"].Description, "id_rsa") {
+			t.Errorf("instance %s's open session lists greet as %+v, want the accepted definition", name, byName["files.greet"])
+		}
+		if res, text := callTool(t, c.s, "files.greet", map[string]any{"rationale": "greet the owner politely"}); res.IsError || text != "hello again" {
+			t.Errorf("instance %s: greet after it was accepted: %s", name, text)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
@@ -100,7 +101,13 @@ func newEnvUpstreams(t *testing.T, f *fakeUpstream) (*env, *mcp.Upstreams) {
 // newEnvPolicy is a server with the upstreams of a policy file.
 func newEnvPolicy(t *testing.T, policy string) (*env, *mcp.Upstreams) {
 	t.Helper()
-	pool := dbtest.MustPool(t)
+	return newEnvPolicyOn(t, dbtest.MustPool(t), policy)
+}
+
+// newEnvPolicyOn is newEnvPolicy on a database another server may share:
+// a second instance.
+func newEnvPolicyOn(t *testing.T, pool *pgxpool.Pool, policy string) (*env, *mcp.Upstreams) {
+	t.Helper()
 	registry, err := tools.Builtin()
 	if err != nil {
 		t.Fatal(err)

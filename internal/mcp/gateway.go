@@ -6,6 +6,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/feedback"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -67,6 +69,10 @@ type Gateway struct {
 	// base answers the SDK's per-request questions (supported protocol
 	// versions) for requests of an existing session.
 	base *sdk.Server
+	// live are the open sessions, told when the tools they were shown
+	// change (resync).
+	liveMu sync.Mutex
+	live   map[*session]struct{}
 }
 
 // NewGateway builds the endpoint. upstreams may be nil (no upstream
@@ -78,7 +84,7 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts}
+	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts, live: map[*session]struct{}{}}
 	for _, o := range opts.AllowedOrigins {
 		if n, err := ParseOrigin(o); err == nil {
 			g.origins = append(g.origins, n)
@@ -101,6 +107,7 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	// on to each request, and ties a session to the token that opened it,
 	// so no other token can use the session's id.
 	g.handler = sdkauth.RequireBearerToken(verifyConnected, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	registry.OnChange(g.resync)
 	return g
 }
 
@@ -188,35 +195,37 @@ func (g *Gateway) serverFor(r *http.Request) *sdk.Server {
 	return c.server
 }
 
-// session is one MCP session's state: the scope its calls are proposed in.
+// session is one MCP session's state: the scope its calls are proposed
+// in, and the registry's tools it was shown.
 type session struct {
 	g      *Gateway
+	srv    *sdk.Server
 	origin string
-	mu     sync.Mutex
-	chosen *proposals.Scope // asked for on connect, checked then
-	scope  *proposals.Scope // bound
-	client string
+	// tokenScope is the session's token's scope: the tools it is shown.
+	tokenScope *policy.TokenScope
+	mu         sync.Mutex
+	chosen     *proposals.Scope // asked for on connect, checked then
+	scope      *proposals.Scope // bound
+	client     string
+	// shown is each registry tool the session lists, by name: the
+	// definition it was shown (JSON).
+	shown map[string]string
 }
 
 // newSessionServer is the server of one session: every tool of the
 // registry that the session's token may call, check_proposal, and the
 // cheatsheets as resources.
 func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
-	sess := &session{g: g, origin: c.Origin, chosen: c.Scope}
+	sess := &session{g: g, origin: c.Origin, chosen: c.Scope, tokenScope: c.Principal.TokenScope, shown: map[string]string{}}
 	srv := sdk.NewServer(g.implementation(), &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       g.log,
 		HasTools:     true,
 		HasResources: true,
 	})
+	sess.srv = srv
 	srv.AddReceivingMiddleware(sess.bindOnInitialize)
-	for _, t := range g.registry.List() {
-		// A scoped token is shown only the tools it may call (its calls
-		// are decided with the token layer all the same).
-		if c.Principal.TokenScope.Allows(t.Name, t.Effect) {
-			srv.AddTool(g.mcpTool(t), sess.callTool(t.Name))
-		}
-	}
+	sess.sync()
 	srv.AddTool(checkProposalTool(), sess.checkProposal)
 	if g.opts.Feedback != nil {
 		srv.AddTool(submitFeedbackTool(), sess.submitFeedback)
@@ -252,7 +261,85 @@ func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 		if ir, ok := res.(*sdk.InitializeResult); ok {
 			ir.Instructions = instructions + " " + s.scopeSentence()
 		}
+		if ss, ok := req.GetSession().(*sdk.ServerSession); ok {
+			s.g.track(s, ss)
+		}
 		return res, nil
+	}
+}
+
+// track keeps s among the open sessions until ss ends.
+func (g *Gateway) track(s *session, ss *sdk.ServerSession) {
+	g.liveMu.Lock()
+	g.live[s] = struct{}{}
+	g.liveMu.Unlock()
+	go func() {
+		ss.Wait()
+		g.liveMu.Lock()
+		delete(g.live, s)
+		g.liveMu.Unlock()
+	}()
+}
+
+// resync shows every open session the registry's tools as they are now
+// (the registry changed: an upstream listed other tools, an admin accepted
+// or held one, here or on another instance). The SDK tells each session
+// whose list changed (notifications/tools/list_changed).
+func (g *Gateway) resync() {
+	g.liveMu.Lock()
+	open := make([]*session, 0, len(g.live))
+	for s := range g.live {
+		open = append(open, s)
+	}
+	g.liveMu.Unlock()
+	for _, s := range open {
+		s.sync()
+	}
+}
+
+// LiveSessions counts the open sessions this instance would tell of a
+// change of its tools.
+func (g *Gateway) LiveSessions() int {
+	g.liveMu.Lock()
+	defer g.liveMu.Unlock()
+	return len(g.live)
+}
+
+// sync makes the session's tools the registry's that its token may call,
+// adding (or replacing) those whose definition is new to it and removing
+// those that are gone.
+func (s *session) sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[string]bool{}
+	for _, t := range s.g.registry.List() {
+		// A scoped token is shown only the tools it may call (its calls
+		// are decided with the token layer all the same).
+		if !s.tokenScope.Allows(t.Name, t.Effect) {
+			continue
+		}
+		want[t.Name] = true
+		def := s.g.mcpTool(t)
+		b, err := json.Marshal(def)
+		if err != nil {
+			s.g.log.Error("mcp: encode a tool's definition", "tool", t.Name, "err", err)
+			continue
+		}
+		if s.shown[t.Name] == string(b) {
+			continue
+		}
+		s.srv.AddTool(def, s.callTool(t.Name))
+		s.shown[t.Name] = string(b)
+	}
+	var gone []string
+	for name := range s.shown {
+		if !want[name] {
+			gone = append(gone, name)
+			delete(s.shown, name)
+		}
+	}
+	if len(gone) > 0 {
+		s.srv.RemoveTools(gone...)
 	}
 }
 

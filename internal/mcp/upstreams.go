@@ -62,6 +62,43 @@ type Upstreams struct {
 	relists sync.WaitGroup
 }
 
+// PinsChangedEvent is the event (on the events channel every instance
+// LISTENs on) that an admin accepted an upstream tool's definition: each
+// instance re-reads the pins (ReloadPins) and shows its open MCP sessions
+// the change (notifications/tools/list_changed).
+const PinsChangedEvent = "upstreams:pins"
+
+// ReloadPins re-reads every pin and declares again the upstreams whose
+// pins changed since this instance last read them (another instance's
+// admin accepted a definition).
+func (u *Upstreams) ReloadPins(ctx context.Context) error {
+	if u == nil {
+		return nil
+	}
+	rows, err := u.q.ListUpstreamTools(ctx)
+	if err != nil {
+		return fmt.Errorf("mcp: reload pins: %w", err)
+	}
+	changed := map[string]bool{}
+	u.mu.Lock()
+	for _, r := range rows {
+		k, p := key(r.Upstream, r.Name), pinOf(r)
+		if u.pins[k].hash != p.hash {
+			u.pins[k] = p
+			changed[r.Upstream] = true
+		}
+	}
+	u.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(changed)) {
+		if up, ok := u.byName[name]; ok {
+			if err := u.declare(up); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // pin is a tool's accepted definition and its hash ("" when no admin has
 // accepted one).
 type pin struct {
@@ -812,6 +849,11 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 	row, err := q.AcceptUpstreamTool(ctx, db.AcceptUpstreamToolParams{Upstream: upstream, Name: tool, DefinitionHash: hash, AcceptedBy: uuid.NullUUID{UUID: p.UserID, Valid: true}})
 	if err != nil {
 		return fmt.Errorf("mcp: accept %s: %w", declared, err)
+	}
+	// Every instance re-reads the pins when this commits (ReloadPins),
+	// so the sessions open there are shown the accepted definition too.
+	if err := q.Notify(ctx, PinsChangedEvent); err != nil {
+		return fmt.Errorf("mcp: accept %s: notify: %w", declared, err)
 	}
 	change := map[string]any{"setting": "upstream_tool", "upstream": upstream, "tool": tool, "old_hash": cur.AcceptedHash.String, "new_hash": row.AcceptedHash.String}
 	if err := audit.Record(ctx, q, p, p.WorkspaceID, "upstream.tool_accepted", "tool", declared, change); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -118,6 +119,18 @@ type Registry struct {
 	classes *policy.ClassRegistry
 	mu      sync.Mutex // serialises replacements
 	cur     atomic.Pointer[registryState]
+	// changed are told after a replacement changed the declarations.
+	changed []func()
+}
+
+// OnChange has f called (in the replacing goroutine, after the new
+// declarations are in force) after every replacement, changed or not: the
+// MCP gateway compares what its open sessions were shown and tells those
+// that differ (notifications/tools/list_changed).
+func (r *Registry) OnChange(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changed = append(r.changed, f)
 }
 
 // registryState is one snapshot of the declarations.
@@ -266,7 +279,6 @@ func (r *Registry) ReplaceUpstream(upstream string, decls []Tool) error {
 		}
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	old := r.cur.Load()
 	var keep []*Tool
 	for _, n := range old.names {
@@ -276,9 +288,15 @@ func (r *Registry) ReplaceUpstream(upstream string, decls []Tool) error {
 	}
 	st, err := r.build(keep, decls)
 	if err != nil {
+		r.mu.Unlock()
 		return err
 	}
 	r.cur.Store(st)
+	changed := slices.Clone(r.changed)
+	r.mu.Unlock()
+	for _, f := range changed {
+		f()
+	}
 	return nil
 }
 
