@@ -94,7 +94,10 @@ type Facts struct {
 	URLs            []string // URLs the call reaches
 	Amount          *float64 // the call's amount, if it has one
 	Approvers       []string // ids of the users who approved it
-	RecentCalls     int      // calls in the rate window, counted by the caller
+	// RecentCalls are the tool's calls in each rate_limit's window (by
+	// the window), counted by the caller: each limit is compared with the
+	// count of its own window.
+	RecentCalls map[time.Duration]int
 }
 
 // Violation is a broken constraint.
@@ -136,8 +139,8 @@ func check(c Constraint, f Facts) string {
 			return fmt.Sprintf("amount %v is over %v", *f.Amount, c.Amount)
 		}
 	case ConstraintRateLimit:
-		if f.RecentCalls >= c.Limit {
-			return fmt.Sprintf("%d calls in the last %s reach the limit of %d", f.RecentCalls, c.Window, c.Limit)
+		if n := f.RecentCalls[c.Window]; n >= c.Limit {
+			return fmt.Sprintf("%d calls in the last %s reach the limit of %d", n, c.Window, c.Limit)
 		}
 	case ConstraintRecipientAllowlist:
 		return recipientsAllowed(f.Recipients, c.Values)

@@ -96,8 +96,15 @@ func TestCheck(t *testing.T) {
 		{"max_amount over", Constraint{Kind: ConstraintMaxAmount, Amount: 500}, Facts{Amount: amount(500.01)}, "amount 500.01 is over 500"},
 		{"max_amount NaN", Constraint{Kind: ConstraintMaxAmount, Amount: 500}, Facts{Amount: amount(math.NaN())}, "is over"},
 
-		{"rate_limit under", Constraint{Kind: ConstraintRateLimit, Limit: 3, Window: time.Hour}, Facts{RecentCalls: 2}, ""},
-		{"rate_limit reached", Constraint{Kind: ConstraintRateLimit, Limit: 3, Window: time.Hour}, Facts{RecentCalls: 3}, "reach the limit of 3"},
+		{"rate_limit under", Constraint{Kind: ConstraintRateLimit, Limit: 3, Window: time.Hour}, Facts{RecentCalls: map[time.Duration]int{time.Hour: 2}}, ""},
+		{"rate_limit reached", Constraint{Kind: ConstraintRateLimit, Limit: 3, Window: time.Hour}, Facts{RecentCalls: map[time.Duration]int{time.Hour: 3}}, "reach the limit of 3"},
+		// Each limit is compared with its own window's count: 4 calls in
+		// the last day are under a limit of 5 a day, and the 1 of the
+		// last minute is under a limit of 2 a minute.
+		{"two rate_limits, each its window", Constraint{Kind: ConstraintRateLimit, Limit: 2, Window: time.Minute},
+			Facts{RecentCalls: map[time.Duration]int{time.Minute: 1, 24 * time.Hour: 4}}, ""},
+		{"two rate_limits, the short one reached", Constraint{Kind: ConstraintRateLimit, Limit: 2, Window: time.Minute},
+			Facts{RecentCalls: map[time.Duration]int{time.Minute: 2, 24 * time.Hour: 4}}, "reach the limit of 2"},
 
 		{"recipient_allowlist address and domains", Constraint{Kind: ConstraintRecipientAllowlist, Values: []string{"Ann@Partner.com", "@corp.com", "acme.org"}},
 			Facts{Recipients: []string{"ann@partner.com", "bob@CORP.com", "Cy <cy@acme.org>"}}, ""},

@@ -3,6 +3,7 @@ package proposals_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,6 +38,8 @@ func constrainedTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 		decl("t.capped", policy.Constraint{Kind: policy.ConstraintMaxAmount, Amount: 100}),
 		decl("t.staging", policy.Constraint{Kind: policy.ConstraintStagingOnly}),
 		decl("t.twice", policy.Constraint{Kind: policy.ConstraintRateLimit, Limit: 2, Window: time.Hour}),
+		decl("t.paced", policy.Constraint{Kind: policy.ConstraintRateLimit, Limit: 2, Window: time.Minute},
+			policy.Constraint{Kind: policy.ConstraintRateLimit, Limit: 10, Window: 24 * time.Hour}),
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -113,4 +116,41 @@ func errorsAs(err error, target **apperr.Error) bool {
 	e, ok := err.(*apperr.Error)
 	*target = e
 	return ok
+}
+
+// Two rate_limits on one call are each compared with the calls of their
+// own window: three calls an hour ago are under 10 a day and do not count
+// against 2 a minute, so two calls run now and the third is refused by
+// the minute's limit. (The day's count was compared with both limits, and
+// the first call was refused.)
+func TestConstraints_EachRateLimitCountsItsOwnWindow(t *testing.T) {
+	t.Parallel()
+	var runs atomic.Int32
+	f := newFixtureWith(t, constrainedTools(t, &runs))
+	ctx := context.Background()
+	convID := f.conversation(t, "")
+	conv := proposals.InConversation(convID)
+	for i := range 3 {
+		p, err := f.props.Propose(ctx, f.agent, conv, call("t.paced", `{}`))
+		if err != nil {
+			t.Fatalf("seed %d: %v", i, err)
+		}
+		if _, err := f.pool.Exec(ctx, `UPDATE proposals SET created_at = now() - interval '1 hour' WHERE id = $1`, p.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		if p, err := f.props.Propose(ctx, f.agent, conv, call("t.paced", `{}`)); err != nil || p.Status != proposals.StatusApplied {
+			t.Fatalf("call %d this minute: %+v %v", i+1, p, err)
+		}
+	}
+	_, err := f.props.Propose(ctx, f.agent, conv, call("t.paced", `{}`))
+	var ae *apperr.Error
+	if apperr.Code(err) != apperr.EFORBIDDEN || !errorsAs(err, &ae) || ae.Extra["constraint"] != policy.ConstraintRateLimit ||
+		!strings.Contains(err.Error(), "limit of 2") {
+		t.Fatalf("the third call this minute: %v, want refused by the limit of 2 a minute", err)
+	}
+	if got := runs.Load(); got != 5 {
+		t.Fatalf("%d runs, want 5 (3 an hour ago, 2 now)", got)
+	}
 }

@@ -266,13 +266,21 @@ func (s *Service) checkConstraints(ctx context.Context, q *db.Queries, p auth.Pr
 		if c.Kind != policy.ConstraintRateLimit || c.Window <= 0 {
 			continue
 		}
-		// The calls of this tool that ran in the constraint's window, in the
-		// workspace (the widest window among rate_limit constraints counts).
+		if _, counted := facts.RecentCalls[c.Window]; counted {
+			continue
+		}
+		// The calls of this tool that ran in the constraint's window, in
+		// the workspace: each rate_limit is compared with its own window's
+		// count (a day's count against a limit per minute refused calls
+		// the minute's limit allowed).
 		n, err := q.CountRecentCalls(ctx, db.CountRecentCallsParams{WorkspaceID: p.WorkspaceID, Tool: tool.Name, CreatedAt: facts.Now.Add(-c.Window)})
 		if err != nil {
 			return fmt.Errorf("proposals: count recent calls: %w", err)
 		}
-		facts.RecentCalls = max(facts.RecentCalls, int(n))
+		if facts.RecentCalls == nil {
+			facts.RecentCalls = map[time.Duration]int{}
+		}
+		facts.RecentCalls[c.Window] = int(n)
 	}
 	err := policy.Check(cs, facts)
 	var v *policy.Violation
