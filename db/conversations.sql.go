@@ -37,16 +37,16 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 	return i, err
 }
 
-const foldConversationActivity = `-- name: FoldConversationActivity :one
-WITH lines AS (
-    SELECT m.conversation_id, m.created_at FROM messages m WHERE m.id > $1::bigint AND m.id <= $2::bigint
-    UNION ALL
-    SELECT p.conversation_id, p.created_at FROM proposals p
-    WHERE p.line_id > $1::bigint AND p.line_id <= $2::bigint AND p.conversation_id IS NOT NULL
-), up AS (
+const foldConversationCalls = `-- name: FoldConversationCalls :one
+WITH up AS (
     INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)
-    SELECT c.id, c.workspace_id, c.owner_id, max(l.created_at)
-    FROM lines l JOIN conversations c ON c.id = l.conversation_id
+    SELECT c.id, c.workspace_id, c.owner_id, max(e.created_at)
+    FROM (SELECT CASE WHEN x.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (x.data->>'scope_id')::uuid END AS conversation_id,
+                 x.workspace_id, x.created_at
+          FROM audit_events x
+          WHERE x.id > $1::bigint AND x.id <= $2::bigint
+            AND x.action = 'proposal.created' AND x.data->>'scope' = 'conversation') e
+    JOIN conversations c ON c.id = e.conversation_id AND c.workspace_id = e.workspace_id
     GROUP BY c.id, c.workspace_id, c.owner_id
     ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at
     RETURNING 1
@@ -54,16 +54,44 @@ WITH lines AS (
 SELECT count(*)::int AS moved FROM up
 `
 
-type FoldConversationActivityParams struct {
+type FoldConversationCallsParams struct {
 	After int64
 	Upto  int64
 }
 
-// The lines in (after, upto] (every workspace's, in position order: the
-// feed is one for the database) folded into their conversations'
-// activity; it says how many conversations moved.
-func (q *Queries) FoldConversationActivity(ctx context.Context, arg FoldConversationActivityParams) (int32, error) {
-	row := q.db.QueryRow(ctx, foldConversationActivity, arg.After, arg.Upto)
+// The calls created in conversations whose proposal.created audit rows
+// have ids in (after, upto] (every workspace's, the audit log's global
+// feed) folded into their conversations' activity.
+func (q *Queries) FoldConversationCalls(ctx context.Context, arg FoldConversationCallsParams) (int32, error) {
+	row := q.db.QueryRow(ctx, foldConversationCalls, arg.After, arg.Upto)
+	var moved int32
+	err := row.Scan(&moved)
+	return moved, err
+}
+
+const foldConversationMessages = `-- name: FoldConversationMessages :one
+WITH up AS (
+    INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)
+    SELECT c.id, c.workspace_id, c.owner_id, max(m.created_at)
+    FROM messages m JOIN conversations c ON c.id = m.conversation_id
+    WHERE m.id > $1::bigint AND m.id <= $2::bigint
+    GROUP BY c.id, c.workspace_id, c.owner_id
+    ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at
+    RETURNING 1
+)
+SELECT count(*)::int AS moved FROM up
+`
+
+type FoldConversationMessagesParams struct {
+	After int64
+	Upto  int64
+}
+
+// The messages with ids in (after, upto] (every workspace's: the feed is
+// one for the database) folded into their conversations' activity; it
+// says how many conversations moved.
+func (q *Queries) FoldConversationMessages(ctx context.Context, arg FoldConversationMessagesParams) (int32, error) {
+	row := q.db.QueryRow(ctx, foldConversationMessages, arg.After, arg.Upto)
 	var moved int32
 	err := row.Scan(&moved)
 	return moved, err
@@ -192,16 +220,18 @@ SELECT l.conversation_id, max(l.created_at)::timestamptz AS active_at
 FROM (SELECT m.conversation_id, m.created_at FROM messages m
       WHERE m.workspace_id = $1 AND m.id > $2::bigint
       UNION ALL
-      SELECT p.conversation_id, p.created_at FROM proposals p
-      WHERE p.workspace_id = $1 AND p.conversation_id IS NOT NULL AND p.line_id > $2::bigint) l
-JOIN conversations c ON c.id = l.conversation_id AND c.workspace_id = $1 AND c.owner_id = $3
+      SELECT CASE WHEN a.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (a.data->>'scope_id')::uuid END, a.created_at
+      FROM audit_events a
+      WHERE a.workspace_id = $1 AND a.id > $3::bigint
+        AND a.action = 'proposal.created' AND a.data->>'scope' = 'conversation') l
+WHERE l.conversation_id IS NOT NULL
 GROUP BY l.conversation_id
 `
 
 type ListConversationTailParams struct {
-	WorkspaceID uuid.UUID
-	Folded      int64
-	OwnerID     uuid.UUID
+	WorkspaceID    uuid.UUID
+	MessagesFolded int64
+	CallsFolded    int64
 }
 
 type ListConversationTailRow struct {
@@ -209,12 +239,15 @@ type ListConversationTailRow struct {
 	ActiveAt       time.Time
 }
 
-// The owner's conversations with lines after the lines feed's watermark
-// (folded: a moment's worth, not folded into conversation_activity
-// yet), each with its last such line's time: messages' primary key and
-// the calls' BRIN index (migration 38) from the watermark on.
+// The workspace's conversations with lines the roll-up has not folded
+// into conversation_activity yet (a moment's worth), each with its last
+// such line's time: messages after the messages feed's watermark
+// (messages' primary key) and calls whose proposal.created audit row is
+// after the calls feed's (each audit partition's primary key). Whose they
+// are is the caller's to check (ListConversationsByID): a join here made
+// PostgreSQL read every conversation of the workspace to meet a handful.
 func (q *Queries) ListConversationTail(ctx context.Context, arg ListConversationTailParams) ([]ListConversationTailRow, error) {
-	rows, err := q.db.Query(ctx, listConversationTail, arg.WorkspaceID, arg.Folded, arg.OwnerID)
+	rows, err := q.db.Query(ctx, listConversationTail, arg.WorkspaceID, arg.MessagesFolded, arg.CallsFolded)
 	if err != nil {
 		return nil, err
 	}
@@ -273,15 +306,13 @@ func (q *Queries) ListConversationsByID(ctx context.Context, arg ListConversatio
 	return items, nil
 }
 
-const transcriptLinesHead = `-- name: TranscriptLinesHead :one
-SELECT coalesce(pg_sequence_last_value('messages_id_seq'), 0)::bigint AS head
+const messagesHead = `-- name: MessagesHead :one
+SELECT coalesce(max(id), 0)::bigint AS head FROM messages
 `
 
-// The last line position drawn (messages and calls share the sequence):
-// the lines feed's candidate, with the transactions writing either table
-// (internal/rollup). A position drawn but not visible yet is one of theirs.
-func (q *Queries) TranscriptLinesHead(ctx context.Context) (int64, error) {
-	row := q.db.QueryRow(ctx, transcriptLinesHead)
+// The largest message id visible: the messages feed's candidate.
+func (q *Queries) MessagesHead(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, messagesHead)
 	var head int64
 	err := row.Scan(&head)
 	return head, err

@@ -85,5 +85,6 @@ const ListScopeClassesSQL = listScopeClasses
 const (
 	ListConversationActivitySQL = listConversationActivity
 	ListConversationTailSQL     = listConversationTail
-	FoldConversationActivitySQL = foldConversationActivity
+	FoldConversationCallsSQL    = foldConversationCalls
+	FoldConversationMessagesSQL = foldConversationMessages
 )

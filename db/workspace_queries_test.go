@@ -70,9 +70,11 @@ var crossWorkspace = map[string]string{
 	"OpenCallsAfter":  "the roll-up's sweep of unfinished calls, across workspaces",
 	"DeleteOpenCalls": "forgets finished calls by their ids, across workspaces",
 	"FoldAuditHours":  "folds the audit rows below the roll-up's watermark into every workspace's hour map",
-	// And the lines' roll-up (messages' and calls' positions, one
-	// sequence: internal/conversations).
-	"FoldConversationActivity": "folds a span of the lines' global feed into each conversation's activity",
+	// And the conversations' activity roll-up (internal/conversations):
+	// messages' ids and the audit log's.
+	"MessagesHead":             "the messages roll-up's global head",
+	"FoldConversationMessages": "folds a span of the messages' global feed into each conversation's activity",
+	"FoldConversationCalls":    "folds a span of the audit log's global feed into each conversation's activity",
 }
 
 var (

@@ -25,17 +25,22 @@ ORDER BY a.active_at DESC, a.conversation_id DESC
 LIMIT sqlc.arg(lim)::int;
 
 -- name: ListConversationTail :many
--- The owner's conversations with lines after the lines feed's watermark
--- (folded: a moment's worth, not folded into conversation_activity
--- yet), each with its last such line's time: messages' primary key and
--- the calls' BRIN index (migration 38) from the watermark on.
+-- The workspace's conversations with lines the roll-up has not folded
+-- into conversation_activity yet (a moment's worth), each with its last
+-- such line's time: messages after the messages feed's watermark
+-- (messages' primary key) and calls whose proposal.created audit row is
+-- after the calls feed's (each audit partition's primary key). Whose they
+-- are is the caller's to check (ListConversationsByID): a join here made
+-- PostgreSQL read every conversation of the workspace to meet a handful.
 SELECT l.conversation_id, max(l.created_at)::timestamptz AS active_at
 FROM (SELECT m.conversation_id, m.created_at FROM messages m
-      WHERE m.workspace_id = sqlc.arg(workspace_id) AND m.id > sqlc.arg(folded)::bigint
+      WHERE m.workspace_id = sqlc.arg(workspace_id) AND m.id > sqlc.arg(messages_folded)::bigint
       UNION ALL
-      SELECT p.conversation_id, p.created_at FROM proposals p
-      WHERE p.workspace_id = sqlc.arg(workspace_id) AND p.conversation_id IS NOT NULL AND p.line_id > sqlc.arg(folded)::bigint) l
-JOIN conversations c ON c.id = l.conversation_id AND c.workspace_id = sqlc.arg(workspace_id) AND c.owner_id = sqlc.arg(owner_id)
+      SELECT CASE WHEN a.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (a.data->>'scope_id')::uuid END, a.created_at
+      FROM audit_events a
+      WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.id > sqlc.arg(calls_folded)::bigint
+        AND a.action = 'proposal.created' AND a.data->>'scope' = 'conversation') l
+WHERE l.conversation_id IS NOT NULL
 GROUP BY l.conversation_id;
 
 -- name: ListConversationsByID :many
@@ -43,25 +48,38 @@ GROUP BY l.conversation_id;
 SELECT * FROM conversations
 WHERE id = ANY(sqlc.arg(ids)::uuid[]) AND workspace_id = sqlc.arg(workspace_id) AND owner_id = sqlc.arg(owner_id);
 
--- name: TranscriptLinesHead :one
--- The last line position drawn (messages and calls share the sequence):
--- the lines feed's candidate, with the transactions writing either table
--- (internal/rollup). A position drawn but not visible yet is one of theirs.
-SELECT coalesce(pg_sequence_last_value('messages_id_seq'), 0)::bigint AS head;
+-- name: MessagesHead :one
+-- The largest message id visible: the messages feed's candidate.
+SELECT coalesce(max(id), 0)::bigint AS head FROM messages;
 
--- name: FoldConversationActivity :one
--- The lines in (after, upto] (every workspace's, in position order: the
--- feed is one for the database) folded into their conversations'
--- activity; it says how many conversations moved.
-WITH lines AS (
-    SELECT m.conversation_id, m.created_at FROM messages m WHERE m.id > sqlc.arg(after)::bigint AND m.id <= sqlc.arg(upto)::bigint
-    UNION ALL
-    SELECT p.conversation_id, p.created_at FROM proposals p
-    WHERE p.line_id > sqlc.arg(after)::bigint AND p.line_id <= sqlc.arg(upto)::bigint AND p.conversation_id IS NOT NULL
-), up AS (
+-- name: FoldConversationMessages :one
+-- The messages with ids in (after, upto] (every workspace's: the feed is
+-- one for the database) folded into their conversations' activity; it
+-- says how many conversations moved.
+WITH up AS (
     INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)
-    SELECT c.id, c.workspace_id, c.owner_id, max(l.created_at)
-    FROM lines l JOIN conversations c ON c.id = l.conversation_id
+    SELECT c.id, c.workspace_id, c.owner_id, max(m.created_at)
+    FROM messages m JOIN conversations c ON c.id = m.conversation_id
+    WHERE m.id > sqlc.arg(after)::bigint AND m.id <= sqlc.arg(upto)::bigint
+    GROUP BY c.id, c.workspace_id, c.owner_id
+    ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at
+    RETURNING 1
+)
+SELECT count(*)::int AS moved FROM up;
+
+-- name: FoldConversationCalls :one
+-- The calls created in conversations whose proposal.created audit rows
+-- have ids in (after, upto] (every workspace's, the audit log's global
+-- feed) folded into their conversations' activity.
+WITH up AS (
+    INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)
+    SELECT c.id, c.workspace_id, c.owner_id, max(e.created_at)
+    FROM (SELECT CASE WHEN x.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (x.data->>'scope_id')::uuid END AS conversation_id,
+                 x.workspace_id, x.created_at
+          FROM audit_events x
+          WHERE x.id > sqlc.arg(after)::bigint AND x.id <= sqlc.arg(upto)::bigint
+            AND x.action = 'proposal.created' AND x.data->>'scope' = 'conversation') e
+    JOIN conversations c ON c.id = e.conversation_id AND c.workspace_id = e.workspace_id
     GROUP BY c.id, c.workspace_id, c.owner_id
     ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at
     RETURNING 1

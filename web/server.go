@@ -255,7 +255,7 @@ func (s *Server) rollUps() []rollup.Step {
 		steps = append(steps, s.intent.RollUp)
 	}
 	if s.convs != nil {
-		steps = append(steps, s.convs.RollUp)
+		steps = append(steps, s.convs.RollUps()...)
 	}
 	return steps
 }

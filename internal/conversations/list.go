@@ -93,11 +93,16 @@ func (s *Service) listActive(ctx context.Context, p auth.Principal, arg db.ListC
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	feed, err := q.GetRollupFeed(ctx, LinesFeed)
+	messages, err := q.GetRollupFeed(ctx, MessagesFeed)
 	if err != nil {
-		return nil, fmt.Errorf("conversations: list: the lines feed: %w", err)
+		return nil, fmt.Errorf("conversations: list: the messages feed: %w", err)
 	}
-	tail, err := q.ListConversationTail(ctx, db.ListConversationTailParams{WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, Folded: feed.FoldedTo})
+	calls, err := q.GetRollupFeed(ctx, CallsFeed)
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: the calls feed: %w", err)
+	}
+	tail, err := q.ListConversationTail(ctx, db.ListConversationTailParams{WorkspaceID: p.WorkspaceID,
+		MessagesFolded: messages.FoldedTo, CallsFolded: calls.FoldedTo})
 	if err != nil {
 		return nil, fmt.Errorf("conversations: list: the latest lines: %w", err)
 	}
@@ -131,6 +136,8 @@ func (s *Service) listActive(ctx context.Context, p auth.Principal, arg db.ListC
 			byID[r.ID] = fromRow(r)
 		}
 	}
+	// byID holds the caller's own conversations only: the tail's others
+	// (the workspace's) were not found by ListConversationsByID.
 	out := make([]Conversation, 0, len(byID))
 	for _, c := range byID {
 		c.UpdatedAt = later(c.UpdatedAt, latest[c.ID])
@@ -164,29 +171,50 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// LinesFeed is the roll-up feed of the transcripts' lines (rollup_feeds):
-// it keeps conversation_activity.
-const LinesFeed = "transcript_lines"
+// The roll-up feeds that keep conversation_activity (rollup_feeds,
+// migration 39): a conversation's messages by their ids, and its calls by
+// their proposal.created audit rows' ids (every call writes one, naming
+// its scope).
+const (
+	MessagesFeed = "conversation_messages"
+	CallsFeed    = "conversation_calls"
+)
 
-// linesFoldSpan is how many positions one turn folds at most.
-const linesFoldSpan = 20000
+// foldSpan is how many ids one turn of a feed folds at most.
+const foldSpan = 20000
 
-// RollUp takes a turn of the lines' roll-up (on every instance: one at a
-// time folds): it folds the lines written since the last turn into their
-// conversations' activity.
-func (s *Service) RollUp(ctx context.Context) (rollup.Progress, error) {
-	return rollup.Advance(ctx, s.pool, linesFeed(linesFoldSpan))
+// RollUps are the turns of the feeds that keep conversations' activity
+// (on every instance: one at a time folds each feed): they fold the
+// messages and calls written since the last turn.
+func (s *Service) RollUps() []rollup.Step {
+	return []rollup.Step{
+		func(ctx context.Context) (rollup.Progress, error) {
+			return rollup.Advance(ctx, s.pool, messagesFeed(foldSpan))
+		},
+		func(ctx context.Context) (rollup.Progress, error) {
+			return rollup.Advance(ctx, s.pool, callsFeed(foldSpan))
+		},
+	}
 }
 
-func linesFeed(span int64) rollup.Feed {
-	return rollup.Feed{Name: LinesFeed, Tables: []string{"messages", "proposals"},
-		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.TranscriptLinesHead(ctx) },
+func messagesFeed(span int64) rollup.Feed {
+	return rollup.Feed{Name: MessagesFeed, Tables: []string{"messages"},
+		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.MessagesHead(ctx) },
 		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
 			upto = min(upto, after+span)
-			if _, err := q.FoldConversationActivity(ctx, db.FoldConversationActivityParams{After: after, Upto: upto}); err != nil {
-				return 0, err
-			}
-			return upto, nil
+			_, err := q.FoldConversationMessages(ctx, db.FoldConversationMessagesParams{After: after, Upto: upto})
+			return upto, err
+		},
+	}
+}
+
+func callsFeed(span int64) rollup.Feed {
+	return rollup.Feed{Name: CallsFeed, Tables: []string{"audit_events"},
+		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.AuditHead(ctx) },
+		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
+			upto = min(upto, after+span)
+			_, err := q.FoldConversationCalls(ctx, db.FoldConversationCallsParams{After: after, Upto: upto})
+			return upto, err
 		},
 	}
 }

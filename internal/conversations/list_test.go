@@ -65,24 +65,39 @@ func (f listFixture) message(t *testing.T, conv uuid.UUID, at time.Time) {
 
 func (f listFixture) call(t *testing.T, conv uuid.UUID, at time.Time) {
 	t.Helper()
-	if _, err := f.pool.Exec(context.Background(), `
-		INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_kind, tool, effect, arguments,
-		                       rationale, permission_mode, disposition, created_at)
-		SELECT workspace_id, owner_id, id, owner_id, 'agent', 'records.put', 'mutate', '{}', 'a call', 'auto', 'auto-apply', $2
-		FROM conversations WHERE id = $1`, conv, at); err != nil {
+	if _, err := f.pool.Exec(context.Background(), callSQL, conv, at); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// callSQL writes a call as the service does: its proposal and its
+// proposal.created audit row, which names its scope.
+const callSQL = `
+	WITH p AS (
+		INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_kind, tool, effect, arguments,
+		                       rationale, permission_mode, disposition, created_at)
+		SELECT workspace_id, owner_id, id, owner_id, 'agent', 'records.put', 'mutate', '{}', 'a call', 'auto', 'auto-apply', $2
+		FROM conversations WHERE id = $1
+		RETURNING id, workspace_id, owner_id, conversation_id, created_at
+	)
+	INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, action, subject_type, subject_id, data, created_at)
+	SELECT workspace_id, 'agent', owner_id, 'proposal.created', 'proposal', id::text,
+	       jsonb_build_object('tool', 'records.put', 'scope', 'conversation', 'scope_id', conversation_id), created_at
+	FROM p`
 
 // foldAll takes turns of the lines' roll-up until it has nothing left.
 func (f listFixture) foldAll(t *testing.T) {
 	t.Helper()
 	for range 20 {
-		p, err := f.svc.RollUp(context.Background())
-		if err != nil {
-			t.Fatal(err)
+		busy := false
+		for _, step := range f.svc.RollUps() {
+			p, err := step(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy = busy || p.More || p.Moved
 		}
-		if !p.More && !p.Moved {
+		if !busy {
 			return
 		}
 	}
@@ -185,9 +200,9 @@ func TestList_OrdersByActivityFoldedOrNot(t *testing.T) {
 	}
 }
 
-// A line whose transaction commits after a later one's is folded all
-// the same: the roll-up waits for every transaction that was writing
-// lines when it read the newest position (messages or calls).
+// A call whose transaction commits after a later one's is folded all
+// the same: the roll-up waits for every transaction that was writing the
+// audit log when it read the newest id.
 func TestList_ALateCommitIsFolded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -202,31 +217,28 @@ func TestList_ALateCommitIsFolded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	// Its position is drawn now, its commit comes after the next line's.
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_kind, tool, effect, arguments,
-		                       rationale, permission_mode, disposition, created_at)
-		SELECT workspace_id, owner_id, id, owner_id, 'agent', 'records.put', 'mutate', '{}', 'a call', 'auto', 'auto-apply', $2
-		FROM conversations WHERE id = $1`, early, base.Add(time.Hour)); err != nil {
+	// Its audit row's id is drawn now, its commit comes after the next
+	// call's.
+	if _, err := tx.Exec(ctx, callSQL, early, base.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	f.message(t, late, base.Add(30*time.Minute))
+	f.call(t, late, base.Add(30*time.Minute))
 	f.foldAll(t)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f.foldAll(t)
 	var folded int64
-	if err := f.pool.QueryRow(ctx, `SELECT folded_to FROM rollup_feeds WHERE feed = 'transcript_lines'`).Scan(&folded); err != nil {
+	if err := f.pool.QueryRow(ctx, `SELECT folded_to FROM rollup_feeds WHERE feed = 'conversation_calls'`).Scan(&folded); err != nil {
 		t.Fatal(err)
 	}
 	var at time.Time
 	if err := f.pool.QueryRow(ctx, `SELECT active_at FROM conversation_activity WHERE conversation_id = $1`, early).Scan(&at); err != nil || !at.Equal(base.Add(time.Hour)) {
 		t.Errorf("the late call's conversation is active at %s (%v), want %s", at, err, base.Add(time.Hour))
 	}
-	var line int64
-	if err := f.pool.QueryRow(ctx, `SELECT max(line_id) FROM proposals`).Scan(&line); err != nil || folded < line {
-		t.Errorf("folded to %d, the late call's line is %d (%v)", folded, line, err)
+	var row int64
+	if err := f.pool.QueryRow(ctx, `SELECT max(id) FROM audit_events`).Scan(&row); err != nil || folded < row {
+		t.Errorf("folded to %d, the late call's audit row is %d (%v)", folded, row, err)
 	}
 	if ids, _ := f.all(t, f.owner, 1); !slices.Equal(ids, []uuid.UUID{early, late}) {
 		t.Errorf("list: %v", ids)
