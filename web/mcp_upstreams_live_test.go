@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -369,5 +371,68 @@ func TestMCPUpstreams_OpenSessionsOnEveryInstanceAreToldOfAnAcceptedTool(t *test
 		if res, text := callTool(t, c.s, "files.greet", map[string]any{"rationale": "greet the owner politely"}); res.IsError || text != "hello again" {
 			t.Errorf("instance %s: greet after it was accepted: %s", name, text)
 		}
+	}
+}
+
+// An agent that asks for progress (a progressToken on tools/call) is told
+// the upstream's progress while its call is forwarded, under its own
+// token; one that does not ask is told nothing.
+func TestMCPUpstreams_AnUpstreamsProgressReachesTheAgent(t *testing.T) {
+	t.Parallel()
+	f := newFakeUpstream(t)
+	f.srv.AddTool(&sdk.Tool{Name: "count", Description: "Count to three.", InputSchema: map[string]any{"type": "object"}, Annotations: readOnlyHints},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			// A tool that takes its time: each step a moment apart (all
+			// within the upstream's 700 ms timeout).
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := 1; i <= 3; i++ {
+					req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3, Message: fmt.Sprintf("counted %d", i)})
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "three"}}}, nil
+		})
+	e, _ := newEnvPolicy(t, strings.Replace(fmt.Sprintf(upstreamPolicy, f.url), "slow, greet]", "slow, greet, count]", 1))
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+
+	var mu sync.Mutex
+	var told []string
+	h := http.Header{"Authorization": {"Bearer " + agent}}
+	transport := &sdk.StreamableClientTransport{Endpoint: e.url + "/mcp", MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: mcpHeaders{header: h, base: http.DefaultTransport}, Timeout: 30 * time.Second}}
+	c := sdk.NewClient(&sdk.Implementation{Name: "claude-code", Version: "1.0"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, fmt.Sprintf("%v %v/%v %s", req.Params.ProgressToken, req.Params.Progress, req.Params.Total, req.Params.Message))
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.Connect(ctx, transport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	heard := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(told)
+	}
+
+	// Without a token: the result, and no progress.
+	if res, text := callTool(t, s, "files.count", map[string]any{"rationale": "count for the owner, quietly"}); res.IsError || text != "three" {
+		t.Fatalf("count: %s", text)
+	}
+	params := &sdk.CallToolParams{Name: "files.count", Arguments: map[string]any{"rationale": "count for the owner, out loud"}}
+	params.SetProgressToken("agent-7")
+	res, err := s.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("count with progress: %v %+v", err, res)
+	}
+	waitFor(t, "three progress notifications", func() bool { return len(heard()) >= 3 })
+	want := []string{"agent-7 1/3 counted 1", "agent-7 2/3 counted 2", "agent-7 3/3 counted 3"}
+	if got := heard(); !slices.Equal(got, want) {
+		t.Errorf("progress: %q, want %q (none for the call without a token)", got, want)
 	}
 }

@@ -225,6 +225,14 @@ func (s *session) callTool(name string) sdk.ToolHandler {
 		if !ok {
 			return toolError(fmt.Sprintf("No tool is named %q any more; list the tools again.", name), nil), nil
 		}
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			ss := req.Session
+			ctx = WithProgress(ctx, func(progress, total float64, message string) {
+				if ctx.Err() == nil { // the call has not been answered yet
+					ss.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: progress, Total: total, Message: message})
+				}
+			})
+		}
 		args, rationale, key, err := splitArguments(req.Params.Arguments)
 		if err != nil {
 			return toolError("The call was not made: "+err.Error()+".", nil), nil

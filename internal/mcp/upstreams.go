@@ -50,6 +50,9 @@ type Upstreams struct {
 	version string
 	list    []*upstream
 	byName  map[string]*upstream
+	// progress routes an upstream's notifications/progress to the agent's
+	// request it belongs to: Forward's token → the request's sink.
+	progress sync.Map
 
 	mu   sync.RWMutex
 	pins map[string]pin // "<upstream>/<tool>" → the accepted definition, as last read
@@ -266,6 +269,13 @@ func (u *Upstreams) session(ctx context.Context, up *upstream) (*sdk.ClientSessi
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			up.changed("list_changed")
 			u.relistSoon(up)
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			if tok, ok := req.Params.ProgressToken.(string); ok {
+				if sink, ok := u.progress.Load(tok); ok {
+					sink.(Progress)(req.Params.Progress, req.Params.Total, req.Params.Message)
+				}
+			}
 		},
 	})
 	s, err := client.Connect(cctx, t, nil)
@@ -760,7 +770,18 @@ func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, ar
 		u.log.Warn("upstream unreachable", "upstream", upstream, "err", err)
 		return nil, unreachable(ctx, up, err)
 	}
-	res, err := s.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	params := &sdk.CallToolParams{Name: tool, Arguments: args}
+	if sink := progressOf(ctx); sink != nil {
+		// The agent asked for progress: the upstream's, under a token of
+		// this call's own, goes to it.
+		token := "gatehouse-" + uuid.NewString()
+		u.progress.Store(token, sink)
+		// The SDK may hand a notification sent just before the answer to
+		// its handler just after it: the route stays a moment longer.
+		defer time.AfterFunc(time.Second, func() { u.progress.Delete(token) })
+		params.SetProgressToken(token)
+	}
+	res, err := s.CallTool(ctx, params)
 	if err != nil {
 		var rpc *jsonrpc.Error
 		if ctx.Err() == nil && !errors.As(err, &rpc) {
