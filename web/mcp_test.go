@@ -341,7 +341,8 @@ func TestToolCheatsheet_MarkdownWithAnETagOverRESTAndMCP(t *testing.T) {
 	agent := e.token("owner@example.com", auth.TokenAgent)
 	resp, _ := e.api("GET", "/api/v1/tools/records.put/cheatsheet", agent, nil)
 	etag := resp.Header.Get("ETag")
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/markdown") || etag == "" {
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/markdown") || etag == "" ||
+		resp.Header.Get("Cache-Control") != "private, max-age=3600" {
 		t.Fatalf("cheatsheet: %d %v", resp.StatusCode, resp.Header)
 	}
 	req, _ := http.NewRequest("GET", e.url+"/api/v1/tools/records.put/cheatsheet", nil)
@@ -370,12 +371,16 @@ func TestToolCheatsheet_MarkdownWithAnETagOverRESTAndMCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tool := range tools.Tools {
-		if tool.Name == "records.put" && !strings.HasPrefix(tool.Description, "Read the cheatsheet gatehouse://tools/records.put/cheatsheet before any write.") {
+		if tool.Name == "records.put" && !strings.HasPrefix(tool.Description, "Before any write or non-trivial query, fetch gatehouse://tools/records.put/cheatsheet first. Do NOT guess property names or association types.") {
 			t.Errorf("description: %s", tool.Description)
 		}
 	}
 	rr, err := s.ReadResource(context.Background(), &sdk.ReadResourceParams{URI: "gatehouse://tools/records.put/cheatsheet"})
 	if err != nil || rr.Contents[0].MIMEType != "text/markdown" || !strings.Contains(rr.Contents[0].Text, "# records.put") {
 		t.Fatalf("resource: %v %v", rr, err)
+	}
+	// The same ETag and lifetime over MCP, in _meta.
+	if m := rr.Contents[0].Meta; m["gatehouse/etag"] != etag || m["gatehouse/max_age_seconds"] != float64(3600) {
+		t.Errorf("resource _meta: %v, want etag %s and max age 3600", m, etag)
 	}
 }

@@ -161,7 +161,7 @@ func TestUpstreams_ToolsAreDeclaredClassifiedAndForwarded(t *testing.T) {
 	if m := byName["files.mystery"].Annotations; m.ReadOnlyHint || !*m.DestructiveHint || !*m.OpenWorldHint || m.IdempotentHint {
 		t.Errorf("a tool without annotations is not the worst case: %+v", m)
 	}
-	if !strings.HasPrefix(byName["files.read_file"].Description, "Read the cheatsheet gatehouse://tools/files.read_file/cheatsheet before any write.") {
+	if !strings.HasPrefix(byName["files.read_file"].Description, "Before any write or non-trivial query, fetch gatehouse://tools/files.read_file/cheatsheet first. Do NOT guess property names or association types.") {
 		t.Errorf("description: %s", byName["files.read_file"].Description)
 	}
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // addCheatsheets serves each tool's cheatsheet as a resource,
@@ -22,7 +24,10 @@ func (g *Gateway) addCheatsheets(srv *sdk.Server) {
 	}
 }
 
-// readCheatsheet answers resources/read for a cheatsheet.
+// readCheatsheet answers resources/read for a cheatsheet, with its ETag
+// and how long it may be used before it is read again, in _meta
+// (gatehouse/etag, gatehouse/max_age_seconds), as REST sends them in
+// headers.
 func (g *Gateway) readCheatsheet(_ context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
 	name, ok := strings.CutPrefix(req.Params.URI, "gatehouse://tools/")
 	if ok {
@@ -32,5 +37,6 @@ func (g *Gateway) readCheatsheet(_ context.Context, req *sdk.ReadResourceRequest
 	if !ok || !found || t.Cheatsheet == "" {
 		return nil, sdk.ResourceNotFoundError(req.Params.URI)
 	}
-	return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/markdown", Text: t.Cheatsheet}}}, nil
+	meta := sdk.Meta{"gatehouse/etag": t.CheatsheetETag(), "gatehouse/max_age_seconds": int(tools.CheatsheetMaxAge.Seconds())}
+	return &sdk.ReadResourceResult{Meta: meta, Contents: []*sdk.ResourceContents{{URI: req.Params.URI, MIMEType: "text/markdown", Text: t.Cheatsheet, Meta: meta}}}, nil
 }

@@ -79,7 +79,8 @@ func CheatsheetURI(tool string) string { return "gatehouse://tools/" + tool + "/
 func toolDescription(t *tools.Tool) string {
 	var b strings.Builder
 	if t.Cheatsheet != "" {
-		fmt.Fprintf(&b, "Read the cheatsheet %s before any write. ", CheatsheetURI(t.Name))
+		// ADR-036's wording.
+		fmt.Fprintf(&b, "Before any write or non-trivial query, fetch %s first. Do NOT guess property names or association types. ", CheatsheetURI(t.Name))
 	}
 	b.WriteString(t.Description)
 	switch t.Effect {

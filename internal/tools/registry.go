@@ -17,9 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gatehouse/gatehouse/internal/canonjson"
 	"github.com/google/uuid"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -71,6 +72,17 @@ type Tool struct {
 	Cheatsheet string
 
 	compiled *jsonschema.Schema
+}
+
+// CheatsheetMaxAge is how long a client may use a cheatsheet it read
+// before it asks again (with its ETag, which answers 304 when unchanged).
+const CheatsheetMaxAge = time.Hour
+
+// CheatsheetETag is the strong ETag of the tool's cheatsheet: a hash of
+// its text, the same on REST and MCP.
+func (t *Tool) CheatsheetETag() string {
+	sum := sha256.Sum256([]byte(t.Cheatsheet))
+	return `"` + hex.EncodeToString(sum[:16]) + `"`
 }
 
 // Outside reports whether the tool's effect is outside Gatehouse's

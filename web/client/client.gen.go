@@ -3110,8 +3110,9 @@ type ClientInterface interface {
 	//
 	// What an agent should know before it writes with the tool, as markdown
 	// (the same text as the MCP resource gatehouse://tools/{name}/cheatsheet).
-	// The ETag changes with the text; send it back in If-None-Match to get
-	// 304 while it is current.
+	// It may be kept for an hour (Cache-Control: private, max-age=3600);
+	// after that, send its ETag back in If-None-Match to get 304 while it
+	// is current (the ETag changes with the text).
 	//
 	// Corresponds with GET /api/v1/tools/{name}/cheatsheet (the `GetToolCheatsheet` operationId).
 	GetToolCheatsheet(ctx context.Context, name string, params *GetToolCheatsheetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -4485,8 +4486,9 @@ func (c *Client) ListTools(ctx context.Context, reqEditors ...RequestEditorFn) (
 //
 // What an agent should know before it writes with the tool, as markdown
 // (the same text as the MCP resource gatehouse://tools/{name}/cheatsheet).
-// The ETag changes with the text; send it back in If-None-Match to get
-// 304 while it is current.
+// It may be kept for an hour (Cache-Control: private, max-age=3600);
+// after that, send its ETag back in If-None-Match to get 304 while it
+// is current (the ETag changes with the text).
 //
 // Corresponds with GET /api/v1/tools/{name}/cheatsheet (the `GetToolCheatsheet` operationId).
 func (c *Client) GetToolCheatsheet(ctx context.Context, name string, params *GetToolCheatsheetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7564,8 +7566,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// What an agent should know before it writes with the tool, as markdown
 	// (the same text as the MCP resource gatehouse://tools/{name}/cheatsheet).
-	// The ETag changes with the text; send it back in If-None-Match to get
-	// 304 while it is current.
+	// It may be kept for an hour (Cache-Control: private, max-age=3600);
+	// after that, send its ETag back in If-None-Match to get 304 while it
+	// is current (the ETag changes with the text).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10003,7 +10006,8 @@ func (r ListToolsResponse) ContentType() string {
 
 // GetToolCheatsheetResponse200Headers the declared response headers of an HTTP 200 response for GetToolCheatsheet
 type GetToolCheatsheetResponse200Headers struct {
-	ETag *string
+	CacheControl *string
+	ETag         *string
 }
 
 type GetToolCheatsheetResponse struct {
@@ -11282,8 +11286,9 @@ func (c *ClientWithResponses) ListToolsWithResponse(ctx context.Context, reqEdit
 //
 // What an agent should know before it writes with the tool, as markdown
 // (the same text as the MCP resource gatehouse://tools/{name}/cheatsheet).
-// The ETag changes with the text; send it back in If-None-Match to get
-// 304 while it is current.
+// It may be kept for an hour (Cache-Control: private, max-age=3600);
+// after that, send its ETag back in If-None-Match to get 304 while it
+// is current (the ETag changes with the text).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13026,6 +13031,13 @@ func ParseGetToolCheatsheetResponse(rsp *http.Response) (*GetToolCheatsheetRespo
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetToolCheatsheetResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = &value
+		}
 		if values := rsp.Header.Values("ETag"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
