@@ -233,9 +233,15 @@
       else { var h = $(".inbox h1"); if (h) { h.tabIndex = -1; h.focus(); } }
       return;
     }
-    if (p.row) focusRow(rowWithID(p.row) || selectedRow() || rows()[0]);
+    // Only focus the swap took away is given back: a person who moved on
+    // meanwhile (into the reason, while a live refresh was settling) keeps
+    // where they are.
+    var a = document.activeElement;
+    var lost = !a || a === document.body || !document.contains(a);
+    if (!lost) { /* kept */ }
+    else if (p.row) focusRow(rowWithID(p.row) || selectedRow() || rows()[0]);
     else if (p.id && document.getElementById(p.id)) document.getElementById(p.id).focus();
-    else if (document.activeElement === document.body || !document.activeElement) focusRow(selectedRow() || rows()[0]);
+    else focusRow(selectedRow() || rows()[0]);
     // A live refresh: when the open packet changed elsewhere (resolved, a
     // vote), its detail is loaded again.
     if (p.list) refreshDetail();
