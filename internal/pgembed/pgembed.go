@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/url"
@@ -175,10 +176,22 @@ func (h *Handle) ensureInitialised(ctx context.Context, dataDir string) (string,
 	pwPath := filepath.Join(dataDir, "postgres.password")
 	if _, err := os.Stat(filepath.Join(h.pgdata, "PG_VERSION")); err == nil {
 		pw, err := os.ReadFile(pwPath)
-		if err != nil {
-			return "", fmt.Errorf("pgembed: cluster exists but its password file is unreadable: %w", err)
+		switch {
+		case err == nil:
+			return strings.TrimSpace(string(pw)), nil
+		case !errors.Is(err, fs.ErrNotExist) || !outside(h.pgdata, dataDir):
+			return "", fmt.Errorf("pgembed: the cluster %s exists but its password file is unreadable (%w): restore %s, or move the cluster away to start afresh", h.pgdata, err, pwPath)
 		}
-		return strings.TrimSpace(string(pw)), nil
+		// The cluster lives outside the data directory (keyed by its path)
+		// and the data directory has no password for it: the directory was
+		// removed, or this is a new clone at the same path. The cluster is
+		// the old directory's: it is set aside, never deleted, and a new
+		// one is made.
+		aside, err := setAside(h.pgdata)
+		if err != nil {
+			return "", err
+		}
+		h.log.Warn("the cluster of an earlier data directory at this path was set aside; a new one is made", "set_aside", aside, "data_dir", dataDir)
 	}
 	if entries, err := os.ReadDir(h.pgdata); err == nil && len(entries) > 0 {
 		return "", fmt.Errorf("pgembed: %s is not empty but holds no cluster (no PG_VERSION); move it away and start again", h.pgdata)
@@ -210,6 +223,29 @@ func (h *Handle) ensureInitialised(ctx context.Context, dataDir string) (string,
 		return "", fmt.Errorf("pgembed: initdb: %w\n%s", err, out)
 	}
 	return password, nil
+}
+
+// outside reports whether the cluster directory pgdata is outside the data
+// directory (under /var/lib/gatehouse, for a data directory the postgres
+// OS user cannot reach).
+func outside(pgdata, dataDir string) bool {
+	rel, err := filepath.Rel(filepath.Clean(dataDir), filepath.Clean(pgdata))
+	return err != nil || rel == ".." || strings.HasPrefix(rel, "../")
+}
+
+// setAside renames a cluster directory that no data directory owns any
+// more to <dir>.set-aside-<time>, and returns the new name. A cluster
+// that may be running (it has a postmaster.pid) is left alone: the error
+// says how to stop it.
+func setAside(pgdata string) (string, error) {
+	if _, err := os.Stat(filepath.Join(pgdata, "postmaster.pid")); err == nil {
+		return "", fmt.Errorf("pgembed: the cluster %s belongs to an earlier data directory at this path and may be running (it has a postmaster.pid): stop it (pg_ctl stop -D %s, as its OS user) and start again", pgdata, pgdata)
+	}
+	aside := pgdata + ".set-aside-" + time.Now().UTC().Format("20060102T150405Z")
+	if err := os.Rename(pgdata, aside); err != nil {
+		return "", fmt.Errorf("pgembed: set aside %s: %w", pgdata, err)
+	}
+	return aside, nil
 }
 
 // runningPort returns the port of a running postmaster of this cluster, or 0.
