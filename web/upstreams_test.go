@@ -1,9 +1,11 @@
 package web_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -30,6 +32,9 @@ type fakeUpstream struct {
 	srv   *sdk.Server
 	url   string
 	calls map[string]*atomic.Int32
+	// drop is how many of the next tools/call requests fail at the
+	// transport (503, no answer to the call): a transient failure.
+	drop atomic.Int32
 }
 
 func boolp(b bool) *bool { return &b }
@@ -72,7 +77,18 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 		return text("finally"), nil
 	})
 	add("greet", "Say hello.", readOnly, func(context.Context, map[string]any) (*sdk.CallToolResult, error) { return text("hello"), nil })
-	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return f.srv }, nil))
+	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return f.srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && f.drop.Load() > 0 {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"tools/call"`)) && f.drop.Add(-1) >= 0 {
+				http.Error(w, "upstream briefly unavailable", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		mcpHandler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
 	f.url = hs.URL
 	return f
@@ -311,5 +327,64 @@ func TestUpstreams_AnUnreachableUpstreamIsShownUnavailable(t *testing.T) {
 	}
 	if resp, _ := admin.postForm("/admin/upstreams/gone/refresh", nil); resp.StatusCode != http.StatusConflict {
 		t.Fatalf("refreshing an unreachable upstream: %d", resp.StatusCode)
+	}
+}
+
+// A transient failure (the upstream answers the call with a 503 before
+// running it) is retried for a read and a write-idempotent tool, twice at
+// most, and the result says how many times it was sent; a tool whose call
+// may not be sent twice (write-non-idempotent) fails at once and is
+// recorded failed.
+func TestUpstreams_TransientFailuresAreRetriedOnlyWhereSafe(t *testing.T) {
+	t.Parallel()
+	f := newFakeUpstream(t)
+	appended := &atomic.Int32{}
+	f.srv.AddTool(&sdk.Tool{Name: "append", Description: "Append a line to a file.", InputSchema: map[string]any{"type": "object"},
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			appended.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "appended"}}}, nil
+		})
+	e, _ := newEnvPolicy(t, strings.Replace(fmt.Sprintf(upstreamPolicy, f.url), "slow, greet]", "slow, greet, append]", 1))
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	owner := e.token("owner@example.com", auth.TokenUser)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "files"})
+	id := conv["id"].(string)
+	e.api("PATCH", "/api/v1/conversations/"+id, owner, map[string]any{"permission_mode": "auto"})
+	call := func(tool string, args map[string]any, key string) (int, map[string]any) {
+		body := map[string]any{"tool": tool, "arguments": args, "rationale": "work on the owner's files"}
+		if key != "" {
+			body["idempotency_key"] = key
+		}
+		resp, p := e.api("POST", "/api/v1/conversations/"+id+"/tool-calls", agent, body)
+		return resp.StatusCode, p
+	}
+
+	// A read: two failures, then the answer, sent three times.
+	f.drop.Store(2)
+	status, p := call("files.read_file", map[string]any{"path": "a.txt"}, "")
+	if status != http.StatusOK || p["status"] != "applied" || f.calls["read_file"].Load() != 1 {
+		t.Fatalf("read after two transient failures: %d %v (ran %d times)", status, p, f.calls["read_file"].Load())
+	}
+	if meta, _ := p["result"].(map[string]any)["_meta"].(map[string]any); meta["gatehouse/attempts"] != float64(3) {
+		t.Errorf("the result does not say the call was sent 3 times: %v", p["result"])
+	}
+	// Three failures: it gives up after three sends, and says so.
+	f.drop.Store(3)
+	status, p = call("files.read_file", map[string]any{"path": "b.txt"}, "")
+	if p["status"] != "failed" || !strings.Contains(fmt.Sprint(p["error"]), "sent 3 times") || f.calls["read_file"].Load() != 1 {
+		t.Errorf("read after three transient failures: %d %v", status, p)
+	}
+	// A tool whose call may not be sent twice (write-non-idempotent): one
+	// failure, no second send.
+	f.drop.Store(1)
+	status, p = call("files.append", map[string]any{"line": "x"}, "transient-append-0001")
+	if p["authority"] != "write-non-idempotent" || p["status"] != "failed" || appended.Load() != 0 || f.drop.Load() != 0 {
+		t.Errorf("a write-non-idempotent call after a transient failure: %d %v (ran %d times, %d drops left)", status, p, appended.Load(), f.drop.Load())
+	}
+	// The next one goes through: the session was not broken.
+	if _, p = call("files.append", map[string]any{"line": "y"}, "transient-append-0002"); p["status"] != "applied" || appended.Load() != 1 {
+		t.Errorf("the next write: %v", p)
 	}
 }

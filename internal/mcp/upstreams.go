@@ -747,19 +747,83 @@ func (u *Upstreams) Callable(ctx context.Context, t *tools.Tool) error {
 // a new connection, on which a change may have gone unheard) the tools are
 // listed first and the pin checked again. An upstream that answers with an
 // error, does not answer in time or cannot be reached fails the call,
-// saying which.
-func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, error) {
+// saying which; when retry allows, a call that failed before any answer
+// is sent again, twice at most, after 100 ms and 400 ms, and the result
+// says how many times it was sent.
+func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage, retry bool) (json.RawMessage, error) {
 	up, ok := u.byName[upstream]
 	if !ok {
 		return nil, apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", upstream)
 	}
-	if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
+	attempts := 1
+	if retry {
+		attempts += len(retryBackoff)
+	}
+	for n := 1; ; n++ {
+		out, transient, err := u.forwardOnce(ctx, up, upstream, tool, hash, args)
+		switch {
+		case err == nil && n == 1:
+			return out, nil
+		case err == nil:
+			return withAttempts(out, n)
+		case !transient || n == attempts:
+			var ae *apperr.Error
+			if n > 1 && errors.As(err, &ae) {
+				tried := *ae
+				tried.Message = fmt.Sprintf("%s (sent %d times).", strings.TrimSuffix(ae.Message, "."), n)
+				err = &tried
+			}
+			return nil, err
+		}
+		u.log.Warn("retrying an upstream call after a transient failure", "upstream", upstream, "tool", tool, "attempt", n, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(retryBackoff[n-1]):
+		}
+	}
+}
+
+// retryBackoff is how long Forward waits before each retry of a call that
+// may be sent again (a read, a write-idempotent tool) after a transient
+// failure: the upstream could not be reached, or the connection failed
+// before it answered. An answer (an error result, a JSON-RPC error) and a
+// timeout are final.
+var retryBackoff = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond}
+
+// withAttempts records in a result how many times the call was sent
+// (_meta "gatehouse/attempts"), as the agent and the record see it.
+func withAttempts(result json.RawMessage, n int) (json.RawMessage, error) {
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(result, &res); err != nil {
+		return nil, fmt.Errorf("mcp: read result: %w", err)
+	}
+	meta := map[string]any{}
+	if raw, ok := res["_meta"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, fmt.Errorf("mcp: read result _meta: %w", err)
+		}
+	}
+	meta["gatehouse/attempts"] = n
+	b, err := json.Marshal(meta)
+	if err != nil {
 		return nil, err
+	}
+	res["_meta"] = b
+	return json.Marshal(res)
+}
+
+// forwardOnce sends the call once; transient says its failure happened
+// before the upstream answered, with the time left (it may be sent again
+// when the tool allows).
+func (u *Upstreams) forwardOnce(ctx context.Context, up *upstream, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, bool, error) {
+	if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
+		return nil, false, err
 	}
 	relisted, err := u.catchUp(ctx, up)
 	if err == nil && relisted {
 		if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	var s *sdk.ClientSession
@@ -768,7 +832,7 @@ func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, ar
 	}
 	if err != nil {
 		u.log.Warn("upstream unreachable", "upstream", upstream, "err", err)
-		return nil, unreachable(ctx, up, err)
+		return nil, ctx.Err() == nil, unreachable(ctx, up, err)
 	}
 	params := &sdk.CallToolParams{Name: tool, Arguments: args}
 	if sink := progressOf(ctx); sink != nil {
@@ -784,11 +848,16 @@ func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, ar
 	res, err := s.CallTool(ctx, params)
 	if err != nil {
 		var rpc *jsonrpc.Error
-		if ctx.Err() == nil && !errors.As(err, &rpc) {
+		isRPC := errors.As(err, &rpc)
+		if ctx.Err() == nil && !isRPC {
 			u.drop(up, s) // the connection failed, not the call: reconnect next time
 		}
+		// No answer came: the connection failed, or the transport refused
+		// the request (the SDK's "rejected by transport": it could not be
+		// sent, or a 429, 502, 503 or 504 came back).
+		transient := ctx.Err() == nil && (!isRPC || rpc.Code == codeRejectedByTransport)
 		u.log.Warn("upstream call failed", "upstream", upstream, "tool", tool, "err", err)
-		return nil, unreachable(ctx, up, err)
+		return nil, transient, unreachable(ctx, up, err)
 	}
 	if res.IsError {
 		var texts []string
@@ -804,19 +873,24 @@ func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, ar
 		if msg == "" {
 			msg = "no message"
 		}
-		return nil, apperr.Errorf(apperr.EINVALID, "The upstream %s answered with an error: %s", upstream, msg)
+		return nil, false, apperr.Errorf(apperr.EINVALID, "The upstream %s answered with an error: %s", upstream, msg)
 	}
 	out, err := json.Marshal(res)
 	if err != nil {
-		return nil, fmt.Errorf("mcp: encode %s.%s result: %w", upstream, tool, err)
+		return nil, false, fmt.Errorf("mcp: encode %s.%s result: %w", upstream, tool, err)
 	}
-	return out, nil
+	return out, false, nil
 }
+
+// codeRejectedByTransport is the JSON-RPC code the SDK's client gives a
+// request its transport could not deliver or that came back 429, 502,
+// 503 or 504 (jsonrpc2.ErrRejected): no answer to the call itself.
+const codeRejectedByTransport = -32005
 
 // unreachable is the failure of a call that got no answer.
 func unreachable(ctx context.Context, up *upstream, err error) error {
 	var rpc *jsonrpc.Error
-	if errors.As(err, &rpc) {
+	if errors.As(err, &rpc) && rpc.Code != codeRejectedByTransport {
 		return apperr.Errorf(apperr.EINVALID, "The upstream %s refused the call: %s.", up.cfg.Name, strings.TrimSuffix(rpc.Message, "."))
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {

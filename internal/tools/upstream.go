@@ -288,7 +288,10 @@ type Forwarder interface {
 	// Forward checks the pin against the live definition again and calls
 	// the tool with args, under ctx's deadline, returning the upstream's
 	// result (a CallToolResult as JSON). An error is the call's failure.
-	Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, error)
+	// retry says the call may be sent again after a transient failure (a
+	// read or a write-idempotent tool): a call that may have taken effect
+	// is never sent twice otherwise.
+	Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage, retry bool) (json.RawMessage, error)
 }
 
 // DeclareUpstream is the registry declaration of an upstream tool: its
@@ -328,6 +331,7 @@ func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, er
 	if timeout == 0 {
 		timeout = DefaultUpstreamTimeout
 	}
+	retry := c.Authority == policy.AuthorityRead || c.Authority == policy.AuthorityWriteIdempotent
 	return Tool{
 		Name: u.DeclaredName(), Title: title, Description: description, Effect: c.Effect, Schema: schema,
 		Upstream: cfg.Name, Cheatsheet: cheatsheet, Timeout: timeout,
@@ -348,7 +352,7 @@ func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, er
 			},
 		},
 		Deliver: func(ctx context.Context, _ Workspace, args json.RawMessage) (Recorder, error) {
-			result, err := fw.Forward(ctx, upstream, name, hash, args)
+			result, err := fw.Forward(ctx, upstream, name, hash, args, retry)
 			if err != nil {
 				return nil, err
 			}
