@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
@@ -34,6 +35,28 @@ func newCallFixture(t *testing.T, ctx context.Context, pool *pgxpool.Pool, slug 
 		t.Fatal(err)
 	}
 	return f
+}
+
+// atVersion is a database of the test's own, migrated to version: the
+// state a migration's test writes its data in, before migrating up and
+// down with the returned migrator; both close when the test ends.
+func atVersion(t *testing.T, ctx context.Context, version uint) (*db.Migrator, *pgxpool.Pool) {
+	t.Helper()
+	url := dbtest.MustURL(t)
+	m, err := db.NewMigrator(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := m.To(version); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := db.NewPool(ctx, url, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return m, pool
 }
 
 // writeAlongside writes what is written with a call besides its proposal:

@@ -23,20 +23,7 @@ const conversationActivityMigration = 38
 func TestConversationActivityMigration_KeepsTheListsOrder(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.MustURL(t)
-	m, err := db.NewMigrator(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.To(conversationActivityMigration - 1); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := db.NewPool(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	m, pool := atVersion(t, ctx, conversationActivityMigration-1)
 	f := newCallFixture(t, ctx, pool, "conversation-activity")
 	base := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	var quiet, chatty uuid.UUID
@@ -197,20 +184,7 @@ const activityFeedsMigration = 39
 func TestConversationActivityFeedsMigration_UpAndDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.MustURL(t)
-	m, err := db.NewMigrator(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.To(activityFeedsMigration - 1); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := db.NewPool(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	m, pool := atVersion(t, ctx, activityFeedsMigration-1)
 	f := newCallFixture(t, ctx, pool, "activity-feeds")
 	base := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	var chatty uuid.UUID

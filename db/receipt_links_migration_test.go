@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/db"
-	"github.com/gatehouse/gatehouse/internal/dbtest"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 )
 
@@ -24,20 +23,7 @@ import (
 func TestReceiptLinksMigration_ChainsVerifyUpDownAndUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.MustURL(t)
-	m, err := db.NewMigrator(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.To(32); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := db.NewPool(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	m, pool := atVersion(t, ctx, 32)
 
 	// Two workspaces' chains as the old sequencer left them: 12 and 5
 	// receipts chained, 3 and 2 waiting (the last without a content hash).

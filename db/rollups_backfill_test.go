@@ -3,9 +3,6 @@ package db_test
 import (
 	"context"
 	"testing"
-
-	"github.com/gatehouse/gatehouse/db"
-	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 // Migration 30 fills the aggregates from the rows a database already has:
@@ -15,23 +12,7 @@ import (
 func TestRollupsMigration_BackfillMatchesTheRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.MustURL(t)
-	m, err := db.NewMigrator(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if v, _, err := m.Version(); err != nil || v < 30 {
-		t.Fatalf("at version %d (%v); this test undoes migration 30", v, err)
-	}
-	if err := m.To(29); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := db.NewPool(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	m, pool := atVersion(t, ctx, 29)
 	f := newCallFixture(t, ctx, pool, "backfill")
 	fillHistory(t, ctx, pool, f, 3000)
 	// Calls warned about their rationale, edited, and waiting for an approver.

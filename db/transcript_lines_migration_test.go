@@ -3,9 +3,6 @@ package db_test
 import (
 	"context"
 	"testing"
-
-	"github.com/gatehouse/gatehouse/db"
-	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 // transcriptLinesMigration is the migration that made a conversation's
@@ -20,20 +17,7 @@ const transcriptLinesMigration = 34
 func TestTranscriptLinesMigration_TheTranscriptReadsTheSameUpAndDown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url := dbtest.MustURL(t)
-	m, err := db.NewMigrator(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if err := m.To(transcriptLinesMigration - 1); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := db.NewPool(ctx, url, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	m, pool := atVersion(t, ctx, transcriptLinesMigration-1)
 	f := newCallFixture(t, ctx, pool, "transcript-lines")
 	// Words and calls, each call with its tool line, as before.
 	if _, err := pool.Exec(ctx, `
