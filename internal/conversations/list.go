@@ -3,9 +3,6 @@ package conversations
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"encoding/base64"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -228,7 +225,6 @@ func callsFeed(span int64) rollup.Feed {
 // activity | id)[:12]: another user's cursor, or an altered one, is
 // refused.
 const (
-	listCursorLen   = 2 + 8 + 16 + cursorTagLen
 	listCursorLabel = "gatehouse conversations list cursor"
 )
 
@@ -237,33 +233,10 @@ type listCursors struct {
 	workspace, user uuid.UUID
 }
 
-func (c listCursors) tag(body []byte) []byte {
-	return cursor.Tag(c.key, cursorTagLen, []byte(listCursorLabel), c.workspace[:], c.user[:], body)
-}
-
 func (c listCursors) encode(at time.Time, id uuid.UUID) string {
-	b := make([]byte, 0, listCursorLen)
-	b = append(b, cursorVersion, 'l')
-	b = binary.BigEndian.AppendUint64(b, uint64(at.UnixMicro()))
-	b = append(b, id[:]...)
-	b = append(b, c.tag(b)...)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return cursor.EncodePosition(c.key, cursorTagLen, []byte{cursorVersion, 'l'}, at, id, []byte(listCursorLabel), c.workspace[:], c.user[:])
 }
 
 func (c listCursors) decode(s string) (time.Time, uuid.UUID, bool) {
-	if len(s) != base64.RawURLEncoding.EncodedLen(listCursorLen) {
-		return time.Time{}, uuid.Nil, false
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != listCursorLen || b[0] != cursorVersion || b[1] != 'l' {
-		return time.Time{}, uuid.Nil, false
-	}
-	body := b[:listCursorLen-cursorTagLen]
-	if !hmac.Equal(b[len(body):], c.tag(body)) {
-		return time.Time{}, uuid.Nil, false
-	}
-	at := time.UnixMicro(int64(binary.BigEndian.Uint64(b[2:10]))).UTC()
-	var id uuid.UUID
-	copy(id[:], b[10:26])
-	return at, id, true
+	return cursor.DecodePosition(c.key, cursorTagLen, []byte{cursorVersion, 'l'}, s, []byte(listCursorLabel), c.workspace[:], c.user[:])
 }

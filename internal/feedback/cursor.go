@@ -1,8 +1,6 @@
 package feedback
 
 import (
-	"crypto/hmac"
-	"encoding/base64"
 	"encoding/binary"
 	"time"
 
@@ -31,7 +29,6 @@ import (
 const (
 	cursorVersion = 1
 	cursorTagLen  = 12
-	cursorLen     = 1 + 8 + 16 + cursorTagLen
 	cursorLabel   = "gatehouse feedback cursor"
 )
 
@@ -61,7 +58,8 @@ func newPageCursors(key []byte, p auth.Principal, f Filter) pageCursors {
 	return pageCursors{key: key, workspace: p.WorkspaceID, user: p.UserID, filter: f}
 }
 
-func (c pageCursors) tag(body []byte) []byte {
+// filter is the filter's part of the tag.
+func (c pageCursors) filterBytes() []byte {
 	var b []byte
 	since := int64(0) // no since: the default window, whenever it is asked
 	if !c.filter.Since.IsZero() {
@@ -72,36 +70,18 @@ func (c pageCursors) tag(body []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
-	return cursor.Tag(c.key, cursorTagLen, []byte(cursorLabel), c.workspace[:], c.user[:], b, body)
+	return b
 }
 
 func (c pageCursors) encode(pos position) string {
-	b := make([]byte, 0, cursorLen)
-	b = append(b, cursorVersion)
-	b = binary.BigEndian.AppendUint64(b, uint64(pos.At.UnixMicro()))
-	b = append(b, pos.ID[:]...)
-	b = append(b, c.tag(b)...)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return cursor.EncodePosition(c.key, cursorTagLen, []byte{cursorVersion}, pos.At, pos.ID,
+		[]byte(cursorLabel), c.workspace[:], c.user[:], c.filterBytes())
 }
 
 // decode returns the position of a cursor of this filter's list and
 // caller; ok is false for anything else.
 func (c pageCursors) decode(s string) (pos position, ok bool) {
-	if len(s) != base64.RawURLEncoding.EncodedLen(cursorLen) {
-		return pos, false
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != cursorLen || b[0] != cursorVersion {
-		return pos, false
-	}
-	body := b[:cursorLen-cursorTagLen]
-	if !hmac.Equal(b[len(body):], c.tag(body)) {
-		return pos, false
-	}
-	pos.At = time.UnixMicro(int64(binary.BigEndian.Uint64(b[1:9]))).UTC()
-	copy(pos.ID[:], b[9:25])
-	if y := pos.At.Year(); y < 1 || y > 9999 {
-		return pos, false // no item's time; and PostgreSQL could not read it
-	}
-	return pos, true
+	pos.At, pos.ID, ok = cursor.DecodePosition(c.key, cursorTagLen, []byte{cursorVersion}, s,
+		[]byte(cursorLabel), c.workspace[:], c.user[:], c.filterBytes())
+	return pos, ok
 }

@@ -1,8 +1,6 @@
 package proposals
 
 import (
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/binary"
 	"time"
 
@@ -30,7 +28,6 @@ import (
 const (
 	queueCursorVersion = 1
 	queueCursorTagLen  = 12
-	queueCursorLen     = 2 + 8 + 16 + queueCursorTagLen
 	queueCursorLabel   = "gatehouse approvals queue cursor"
 )
 
@@ -69,42 +66,25 @@ func (c approvalCursors) list() byte {
 	return 's'
 }
 
-func (c approvalCursors) tag(body []byte) []byte {
+// filterBytes is the filter's part of the tag, each field delimited.
+func (c approvalCursors) filterBytes() []byte {
 	var b []byte
 	for _, v := range []string{c.filter.Status, c.filter.Tool, c.filter.ActionClass, c.filter.Risk} {
 		b = binary.AppendUvarint(b, uint64(len(v)))
 		b = append(b, v...)
 	}
-	return cursor.Tag(c.key, queueCursorTagLen, []byte(queueCursorLabel), c.workspace[:], c.user[:], b, body)
+	return b
 }
 
 func (c approvalCursors) encode(pos queuePosition) string {
-	b := make([]byte, 0, queueCursorLen)
-	b = append(b, queueCursorVersion, c.list())
-	b = binary.BigEndian.AppendUint64(b, uint64(pos.At.UnixMicro()))
-	b = append(b, pos.ID[:]...)
-	b = append(b, c.tag(b)...)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return cursor.EncodePosition(c.key, queueCursorTagLen, []byte{queueCursorVersion, c.list()}, pos.At, pos.ID,
+		[]byte(queueCursorLabel), c.workspace[:], c.user[:], c.filterBytes())
 }
 
 // decode returns the position of a cursor of this list, filter and
 // caller; ok is false for anything else.
 func (c approvalCursors) decode(s string) (pos queuePosition, ok bool) {
-	if len(s) != base64.RawURLEncoding.EncodedLen(queueCursorLen) {
-		return pos, false
-	}
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil || len(b) != queueCursorLen || b[0] != queueCursorVersion || b[1] != c.list() {
-		return pos, false
-	}
-	body := b[:queueCursorLen-queueCursorTagLen]
-	if subtle.ConstantTimeCompare(b[len(body):], c.tag(body)) != 1 {
-		return pos, false
-	}
-	pos.At = time.UnixMicro(int64(binary.BigEndian.Uint64(b[2:10]))).UTC()
-	copy(pos.ID[:], b[10:26])
-	if y := pos.At.Year(); y < 1 || y > 9999 {
-		return pos, false // no packet's time; and PostgreSQL could not read it
-	}
-	return pos, true
+	pos.At, pos.ID, ok = cursor.DecodePosition(c.key, queueCursorTagLen, []byte{queueCursorVersion, c.list()}, s,
+		[]byte(queueCursorLabel), c.workspace[:], c.user[:], c.filterBytes())
+	return pos, ok
 }
