@@ -37,6 +37,42 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 	return i, err
 }
 
+const createConversationWithID = `-- name: CreateConversationWithID :one
+INSERT INTO conversations (id, workspace_id, owner_id, title) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO NOTHING RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at
+`
+
+type CreateConversationWithIDParams struct {
+	ID          uuid.UUID
+	WorkspaceID uuid.UUID
+	OwnerID     uuid.UUID
+	Title       string
+}
+
+// A conversation whose id was drawn before it was needed (an MCP
+// session's, created by its first tool call on whichever instance that
+// reaches): the first to insert it creates it; the others find no row
+// and read it.
+func (q *Queries) CreateConversationWithID(ctx context.Context, arg CreateConversationWithIDParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, createConversationWithID,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.OwnerID,
+		arg.Title,
+	)
+	var i Conversation
+	err := row.Scan(
+		&i.ID,
+		&i.WorkspaceID,
+		&i.OwnerID,
+		&i.Title,
+		&i.PermissionMode,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const foldConversationCalls = `-- name: FoldConversationCalls :one
 WITH up AS (
     INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)

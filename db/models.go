@@ -253,6 +253,22 @@ type IdempotencyKey struct {
 	ProposalID          uuid.NullUUID
 }
 
+type McpSession struct {
+	WorkspaceID     uuid.UUID
+	ID              string
+	TokenID         uuid.UUID
+	OwnerID         uuid.UUID
+	ConversationID  uuid.NullUUID
+	NotebookID      uuid.NullUUID
+	Planned         bool
+	ClientName      string
+	Initialize      json.RawMessage
+	ProtocolVersion string
+	CreatedAt       time.Time
+	SeenAt          time.Time
+	ClosedAt        *time.Time
+}
+
 type Message struct {
 	ID             int64
 	ConversationID uuid.UUID

@@ -39,6 +39,7 @@ var distributionKeys = map[string]string{
 	"evidence_totals":       "workspace_id",
 	"trust_violations":      "workspace_id",
 	"outbox":                "workspace_id",
+	"mcp_sessions":          "workspace_id", // migration 40
 	// Sign-in counters have no workspace (the account and address are
 	// counted before anyone is in one): distributed by their own bucket.
 	"rate_counters": "bucket",
@@ -51,6 +52,7 @@ var crossWorkspace = map[string]string{
 	// Background maintenance and workers, over every workspace.
 	"DeleteExpiredIdempotencyKeys": "purge by expiry across workspaces (background sweeper)",
 	"DeleteExpiredRateCounters":    "purge by expiry across buckets (background sweeper)",
+	"DeleteIdleMCPSessions":        "forgets idle MCP sessions across workspaces (background sweeper)",
 	"ExpireApprovals":              "the sweeper expires every workspace's overdue packets",
 	"ReconcileApprovedButNotRun":   "start-up repair across workspaces (crash recovery)",
 	"ReconcileRejectedOrExpired":   "start-up repair across workspaces (crash recovery)",

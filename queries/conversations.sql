@@ -89,3 +89,11 @@ SELECT count(*)::int AS moved FROM up;
 -- name: UpdateConversation :one
 UPDATE conversations SET title = $2, permission_mode = $3, updated_at = now() WHERE id = $1 RETURNING *;
 
+
+-- name: CreateConversationWithID :one
+-- A conversation whose id was drawn before it was needed (an MCP
+-- session's, created by its first tool call on whichever instance that
+-- reaches): the first to insert it creates it; the others find no row
+-- and read it.
+INSERT INTO conversations (id, workspace_id, owner_id, title) VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO NOTHING RETURNING *;

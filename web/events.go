@@ -135,6 +135,14 @@ func (s *Server) listenOnce(ctx context.Context) error {
 			}
 			continue
 		}
+		if id, ok := strings.CutPrefix(n.Payload, mcp.SessionClosedEvent); ok {
+			// A client ended its MCP session on some instance: close
+			// this instance's copy.
+			if s.gateway != nil {
+				s.gateway.Forget(id)
+			}
+			continue
+		}
 		if rest, ok := strings.CutPrefix(n.Payload, auth.TokenRevokedEvent); ok {
 			// Another instance revoked a token: stop believing it here too.
 			if id, err := uuid.Parse(rest); err == nil && s.auth != nil {

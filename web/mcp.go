@@ -27,6 +27,7 @@ func (s *Server) newGateway(upstreams *mcp.Upstreams) *mcp.Gateway {
 		ProposalURL:    proposalURL,
 		Feedback:       s.feedback,
 		AllowedOrigins: s.cfg.MCPAllowedOrigins,
+		Queries:        s.q,
 		ApprovalURL:    func(id uuid.UUID) string { return "/admin/approvals/" + id.String() },
 		StoreCall: func(p proposals.Proposal, refused error) (proposals.StoredResponse, error) {
 			if refused != nil {

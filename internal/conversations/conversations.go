@@ -77,6 +77,29 @@ func cleanTitle(title string) (string, error) {
 
 // Create starts a conversation owned by the caller (an agent's owner).
 func (s *Service) Create(ctx context.Context, p auth.Principal, title string) (Conversation, error) {
+	return s.create(ctx, p, title, func(q *db.Queries, title string) (db.Conversation, error) {
+		return q.CreateConversation(ctx, db.CreateConversationParams{WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, Title: title})
+	})
+}
+
+// CreateWithID starts the caller's conversation with an id drawn before it
+// was needed (an MCP session plans its conversation when it opens and the
+// first tool call creates it, on whichever instance that reaches). It is
+// created once, audited once: when it exists already (another instance
+// created it), it is read, and another user's is not found.
+func (s *Service) CreateWithID(ctx context.Context, p auth.Principal, id uuid.UUID, title string) (Conversation, error) {
+	c, err := s.create(ctx, p, title, func(q *db.Queries, title string) (db.Conversation, error) {
+		return q.CreateConversationWithID(ctx, db.CreateConversationWithIDParams{ID: id, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, Title: title})
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s.Get(ctx, p, id)
+	}
+	return c, err
+}
+
+// create inserts a conversation (insert; pgx.ErrNoRows when it wrote none)
+// and audits it, in one transaction.
+func (s *Service) create(ctx context.Context, p auth.Principal, title string, insert func(*db.Queries, string) (db.Conversation, error)) (Conversation, error) {
 	title, err := cleanTitle(title)
 	if err != nil {
 		return Conversation{}, err
@@ -87,7 +110,10 @@ func (s *Service) Create(ctx context.Context, p auth.Principal, title string) (C
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	c, err := q.CreateConversation(ctx, db.CreateConversationParams{WorkspaceID: p.WorkspaceID, OwnerID: p.UserID, Title: title})
+	c, err := insert(q, title)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Conversation{}, err
+	}
 	if err != nil {
 		return Conversation{}, fmt.Errorf("conversations: create: %w", err)
 	}

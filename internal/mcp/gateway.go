@@ -20,6 +20,7 @@ import (
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/feedback"
@@ -46,6 +47,10 @@ type Options struct {
 	// SessionTimeout closes an MCP session left idle this long (30 min
 	// when zero).
 	SessionTimeout time.Duration
+	// Queries keeps each session's binding in PostgreSQL (mcp_sessions),
+	// so that any instance serves it (sessions.go). Nil: sessions live in
+	// this process only.
+	Queries *db.Queries
 	// AllowedOrigins are the browser origins (scheme://host[:port]) that
 	// may call /mcp besides the server's own loopback origin
 	// (GATEHOUSE_MCP_ALLOWED_ORIGINS); a request from any other Origin is
@@ -69,10 +74,12 @@ type Gateway struct {
 	// base answers the SDK's per-request questions (supported protocol
 	// versions) for requests of an existing session.
 	base *sdk.Server
-	// live are the open sessions, told when the tools they were shown
-	// change (resync).
-	liveMu sync.Mutex
-	live   map[*session]struct{}
+	// live are the sessions open on this instance, by id, told when the
+	// tools they were shown change (resync); takingUp serializes taking up
+	// a session opened elsewhere, per id.
+	liveMu   sync.Mutex
+	live     map[string]*session
+	takingUp map[string]*sync.Mutex
 }
 
 // NewGateway builds the endpoint. upstreams may be nil (no upstream
@@ -84,7 +91,7 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts, live: map[*session]struct{}{}}
+	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts, live: map[string]*session{}, takingUp: map[string]*sync.Mutex{}}
 	for _, o := range opts.AllowedOrigins {
 		if n, err := ParseOrigin(o); err == nil {
 			g.origins = append(g.origins, n)
@@ -126,6 +133,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.RefuseForeignOrigin(w, r, self) {
 		return
 	}
+	if id := r.Header.Get(sessionIDHeader); id != "" && g.takeUp(w, r, id) {
+		return
+	}
 	g.handler.ServeHTTP(w, r)
 }
 
@@ -139,6 +149,9 @@ type Connection struct {
 	Origin    string
 
 	server *sdk.Server // built once per request (the SDK asks twice)
+	// stored is the session being taken up on this instance (its row):
+	// the request is takeUp's replay of its initialize.
+	stored *db.McpSession
 }
 
 type connectionKey struct{}
@@ -186,7 +199,7 @@ func (g *Gateway) serverFor(r *http.Request) *sdk.Server {
 	if c == nil {
 		return nil
 	}
-	if r.Header.Get("Mcp-Session-Id") != "" {
+	if r.Header.Get(sessionIDHeader) != "" {
 		return g.base
 	}
 	if c.server == nil {
@@ -195,18 +208,29 @@ func (g *Gateway) serverFor(r *http.Request) *sdk.Server {
 	return c.server
 }
 
-// session is one MCP session's state: the scope its calls are proposed
-// in, and the registry's tools it was shown.
+// session is one MCP session's state on this instance: the scope its
+// calls are proposed in, and the registry's tools it was shown. Its row in
+// mcp_sessions is what another instance needs to take it up.
 type session struct {
 	g      *Gateway
 	srv    *sdk.Server
+	id     string
 	origin string
+	// stored: the session was opened on another instance and taken up
+	// here (its row exists).
+	stored bool
 	// tokenScope is the session's token's scope: the tools it is shown.
 	tokenScope *policy.TokenScope
 	mu         sync.Mutex
 	chosen     *proposals.Scope // asked for on connect, checked then
-	scope      *proposals.Scope // bound
-	client     string
+	// planned is the conversation the first tool call creates when none
+	// was chosen; its id is drawn as the session opens, so that whichever
+	// instance the call reaches creates the same one.
+	planned uuid.UUID
+	scope   *proposals.Scope // bound
+	client  string
+	ss      *sdk.ServerSession
+	touched time.Time // when this instance last wrote the row's seen_at
 	// shown is each registry tool the session lists, by name: the
 	// definition it was shown (JSON).
 	shown map[string]string
@@ -216,12 +240,17 @@ type session struct {
 // registry that the session's token may call, check_proposal, and the
 // cheatsheets as resources.
 func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
-	sess := &session{g: g, origin: c.Origin, chosen: c.Scope, tokenScope: c.Principal.TokenScope, shown: map[string]string{}}
+	sess := &session{g: g, id: newSessionID(), origin: c.Origin, chosen: c.Scope, planned: uuid.New(),
+		tokenScope: c.Principal.TokenScope, shown: map[string]string{}}
+	if c.stored != nil {
+		sess.restore(c.stored)
+	}
 	srv := sdk.NewServer(g.implementation(), &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       g.log,
 		HasTools:     true,
 		HasResources: true,
+		GetSessionID: func() string { return sess.id },
 	})
 	sess.srv = srv
 	srv.AddReceivingMiddleware(sess.bindOnInitialize)
@@ -258,25 +287,37 @@ func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 		if err != nil {
 			return res, err
 		}
-		if ir, ok := res.(*sdk.InitializeResult); ok {
+		ir, _ := res.(*sdk.InitializeResult)
+		if ir != nil {
 			ir.Instructions = instructions + " " + s.scopeSentence()
 		}
-		if ss, ok := req.GetSession().(*sdk.ServerSession); ok {
-			s.g.track(s, ss)
+		ss, _ := req.GetSession().(*sdk.ServerSession)
+		if ss == nil {
+			return res, nil
 		}
+		if err := s.store(ctx, req, ir); err != nil {
+			go ss.Close()
+			return nil, err
+		}
+		s.g.track(s, ss)
 		return res, nil
 	}
 }
 
 // track keeps s among the open sessions until ss ends.
 func (g *Gateway) track(s *session, ss *sdk.ServerSession) {
+	s.mu.Lock()
+	s.ss = ss
+	s.mu.Unlock()
 	g.liveMu.Lock()
-	g.live[s] = struct{}{}
+	g.live[s.id] = s
 	g.liveMu.Unlock()
 	go func() {
 		ss.Wait()
 		g.liveMu.Lock()
-		delete(g.live, s)
+		if g.live[s.id] == s {
+			delete(g.live, s.id)
+		}
 		g.liveMu.Unlock()
 	}()
 }
@@ -288,7 +329,7 @@ func (g *Gateway) track(s *session, ss *sdk.ServerSession) {
 func (g *Gateway) resync() {
 	g.liveMu.Lock()
 	open := make([]*session, 0, len(g.live))
-	for s := range g.live {
+	for _, s := range g.live {
 		open = append(open, s)
 	}
 	g.liveMu.Unlock()
@@ -366,7 +407,8 @@ func (s *session) scopeSentence() string {
 
 // bind returns the session's scope, binding it on first use (its first
 // tool call): the one chosen on connect (checked to be the owner's then),
-// or a new conversation.
+// or the planned conversation, created now (by this instance or another
+// one that served the session's first call: created once).
 func (s *session) bind(ctx context.Context, p auth.Principal) (proposals.Scope, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -377,7 +419,7 @@ func (s *session) bind(ctx context.Context, p auth.Principal) (proposals.Scope, 
 		s.scope = s.chosen
 		return *s.scope, nil
 	}
-	conv, err := s.g.convs.Create(ctx, p, conversationTitle(s.client))
+	conv, err := s.g.convs.CreateWithID(ctx, p, s.planned, conversationTitle(s.client))
 	if err != nil {
 		return proposals.Scope{}, fmt.Errorf("mcp: create the session's conversation: %w", err)
 	}
