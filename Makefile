@@ -22,6 +22,11 @@ test: ensure-postgres ensure-python ## run every test (race detector on) against
 e2e: ensure-postgres ensure-chromium ## run the browser tests in headless Chromium
 	$(GO) test -race -count=1 -tags e2e -run 'Browser' ./...
 
+.PHONY: mcp-clients
+mcp-clients: ensure-postgres ensure-npm ## the official TypeScript MCP client (two instances behind a round-robin balancer) and the MCP conformance suite, against a real server
+	cd web/testdata/node && npm ci --no-audit --no-fund --loglevel=error
+	$(GO) test -race -count=1 -tags node -run 'Node' ./web/
+
 .PHONY: screenshots
 screenshots: ensure-postgres ensure-chromium ## PNGs of the main pages (seeded data, light and dark theme) into docs/screenshots
 	GATEHOUSE_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -tags e2e -run 'TestBrowser_Screenshots$$' -v ./cmd/gatehouse
@@ -126,6 +131,19 @@ ensure-python:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 >/dev/null; \
 		else \
 			echo "python3 is missing: the test of docs/verify_receipts.py is skipped (sudo apt-get install python3)"; \
+		fi; \
+	fi
+
+# npm installs the pinned Node.js (22, the `node` package) the MCP clients
+# and the conformance suite run on; any npm will do to install it.
+.PHONY: ensure-npm
+ensure-npm:
+	@if ! command -v npm >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing npm (Debian package npm)"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
+		else \
+			echo "npm is missing: install Debian's npm package (sudo apt-get install npm)"; exit 1; \
 		fi; \
 	fi
 

@@ -232,8 +232,10 @@ type session struct {
 	ss      *sdk.ServerSession
 	touched time.Time // when this instance last wrote the row's seen_at
 	// shown is each registry tool the session lists, by name: the
-	// definition it was shown (JSON).
-	shown map[string]string
+	// definition it was shown (JSON); sheets each cheatsheet it lists, by
+	// URI: the ETag of the content it was shown.
+	shown  map[string]string
+	sheets map[string]string
 }
 
 // newSessionServer is the server of one session: every tool of the
@@ -241,7 +243,7 @@ type session struct {
 // cheatsheets as resources.
 func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 	sess := &session{g: g, id: newSessionID(), origin: c.Origin, chosen: c.Scope, planned: uuid.New(),
-		tokenScope: c.Principal.TokenScope, shown: map[string]string{}}
+		tokenScope: c.Principal.TokenScope, shown: map[string]string{}, sheets: map[string]string{}}
 	if c.stored != nil {
 		sess.restore(c.stored)
 	}
@@ -251,6 +253,11 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 		HasTools:     true,
 		HasResources: true,
 		GetSessionID: func() string { return sess.id },
+		// Cheatsheets: their names complete, and a client may subscribe
+		// to one to be told when it changes.
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: unsubscribe,
 	})
 	sess.srv = srv
 	srv.AddReceivingMiddleware(sess.bindOnInitialize)
@@ -259,7 +266,8 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 	if g.opts.Feedback != nil {
 		srv.AddTool(submitFeedbackTool(), sess.submitFeedback)
 	}
-	g.addCheatsheets(srv)
+	srv.AddResourceTemplate(&sdk.ResourceTemplate{URITemplate: cheatsheetTemplate, Name: "cheatsheet", Title: "A tool's cheatsheet",
+		Description: "How to use a tool well (complete its name); read it before any write.", MIMEType: "text/markdown"}, g.readCheatsheet)
 	return srv
 }
 
@@ -348,12 +356,25 @@ func (g *Gateway) LiveSessions() int {
 
 // sync makes the session's tools the registry's that its token may call,
 // adding (or replacing) those whose definition is new to it and removing
-// those that are gone.
+// those that are gone, and its resources the registry's cheatsheets; it
+// tells the subscribers of a cheatsheet that changed.
 func (s *session) sync() {
+	list := s.g.registry.List()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.syncTools(list)
+	updated := s.syncCheatsheets(list)
+	s.mu.Unlock()
+	for _, uri := range updated {
+		if err := s.srv.ResourceUpdated(context.Background(), &sdk.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			s.g.log.Warn("mcp: tell a cheatsheet's subscribers", "uri", uri, "err", err)
+		}
+	}
+}
+
+// syncTools does sync's part for tools. s.mu is held.
+func (s *session) syncTools(list []*tools.Tool) {
 	want := map[string]bool{}
-	for _, t := range s.g.registry.List() {
+	for _, t := range list {
 		// A scoped token is shown only the tools it may call (its calls
 		// are decided with the token layer all the same).
 		if !s.tokenScope.Allows(t.Name, t.Effect) {
