@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const createAPIToken = `-- name: CreateAPIToken :one
@@ -156,32 +157,40 @@ func (q *Queries) ListAPITokens(ctx context.Context, arg ListAPITokensParams) ([
 }
 
 const lookupAPIToken = `-- name: LookupAPIToken :one
-SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, t.connector, t.scope_tools, t.scope_read_only, u.email, m.role,
+SELECT t.id, t.workspace_id, t.user_id, t.kind, t.name, t.connector, t.scope_tools, t.scope_read_only,
+       t.audience, t.secret_expires_at, t.conversation_id, t.notebook_id, u.email, m.role,
        ARRAY(SELECT r.role FROM approver_roles r WHERE r.workspace_id = m.workspace_id AND r.user_id = u.id ORDER BY r.role)::text[] AS approver_roles
 FROM api_tokens t
 JOIN users u ON u.id = t.user_id
 JOIN workspace_members m ON m.workspace_id = t.workspace_id AND m.user_id = t.user_id
 WHERE t.token_hash = $1 AND t.revoked_at IS NULL
   AND (t.expires_at IS NULL OR t.expires_at > now())
+  AND (t.secret_expires_at IS NULL OR t.secret_expires_at > now())
 `
 
 type LookupAPITokenRow struct {
-	ID            uuid.UUID
-	WorkspaceID   uuid.UUID
-	UserID        uuid.UUID
-	Kind          string
-	Name          string
-	Connector     bool
-	ScopeTools    []string
-	ScopeReadOnly bool
-	Email         string
-	Role          string
-	ApproverRoles []string
+	ID              uuid.UUID
+	WorkspaceID     uuid.UUID
+	UserID          uuid.UUID
+	Kind            string
+	Name            string
+	Connector       bool
+	ScopeTools      []string
+	ScopeReadOnly   bool
+	Audience        pgtype.Text
+	SecretExpiresAt *time.Time
+	ConversationID  uuid.NullUUID
+	NotebookID      uuid.NullUUID
+	Email           string
+	Role            string
+	ApproverRoles   []string
 }
 
-// Resolves a live token (not revoked, not expired) to its owner, the
-// owner's role in the token's workspace, the named approver roles they
-// hold there and the token's scope.
+// Resolves a live bearer token to its owner, the owner's role in the
+// token's workspace, the named approver roles they hold there, the
+// token's scope and, for an OAuth grant, its audience and binding. Live:
+// not revoked, not expired, and its current secret not expired (an OAuth
+// access token lives an hour; a refresh gives the row a new secret).
 func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupAPITokenRow, error) {
 	row := q.db.QueryRow(ctx, lookupAPIToken, tokenHash)
 	var i LookupAPITokenRow
@@ -194,6 +203,10 @@ func (q *Queries) LookupAPIToken(ctx context.Context, tokenHash []byte) (LookupA
 		&i.Connector,
 		&i.ScopeTools,
 		&i.ScopeReadOnly,
+		&i.Audience,
+		&i.SecretExpiresAt,
+		&i.ConversationID,
+		&i.NotebookID,
 		&i.Email,
 		&i.Role,
 		&i.ApproverRoles,

@@ -13,19 +13,24 @@ import (
 )
 
 type ApiToken struct {
-	ID            uuid.UUID
-	WorkspaceID   uuid.UUID
-	UserID        uuid.UUID
-	Kind          string
-	Name          string
-	TokenHash     []byte
-	CreatedAt     time.Time
-	LastUsedAt    *time.Time
-	RevokedAt     *time.Time
-	Connector     bool
-	ExpiresAt     *time.Time
-	ScopeTools    []string
-	ScopeReadOnly bool
+	ID              uuid.UUID
+	WorkspaceID     uuid.UUID
+	UserID          uuid.UUID
+	Kind            string
+	Name            string
+	TokenHash       []byte
+	CreatedAt       time.Time
+	LastUsedAt      *time.Time
+	RevokedAt       *time.Time
+	Connector       bool
+	ExpiresAt       *time.Time
+	ScopeTools      []string
+	ScopeReadOnly   bool
+	OauthClientID   uuid.NullUUID
+	Audience        pgtype.Text
+	SecretExpiresAt *time.Time
+	ConversationID  uuid.NullUUID
+	NotebookID      uuid.NullUUID
 }
 
 type Approval struct {
@@ -288,6 +293,38 @@ type Notebook struct {
 	TrustLevel  string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+type OauthClient struct {
+	ID           uuid.UUID
+	ClientName   string
+	RedirectUris []string
+	CreatedAt    time.Time
+}
+
+type OauthCode struct {
+	CodeHash       []byte
+	ClientID       uuid.UUID
+	WorkspaceID    uuid.UUID
+	UserID         uuid.UUID
+	RedirectUri    string
+	CodeChallenge  string
+	Resource       string
+	ReadOnly       bool
+	ConversationID uuid.NullUUID
+	NotebookID     uuid.NullUUID
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	UsedAt         *time.Time
+	TokenID        uuid.NullUUID
+}
+
+type OauthRefreshToken struct {
+	TokenHash []byte
+	TokenID   uuid.UUID
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	RotatedAt *time.Time
 }
 
 type Outbox struct {

@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/auth"
 )
 
 // A bearer token is a script's credential, a session cookie a browser's.
@@ -26,6 +27,21 @@ func bearerToken(c echo.Context) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(token), true
+}
+
+// authenticateBearer resolves a bearer token to its principal. A token
+// bound to a resource (an OAuth grant's, RFC 8707) is refused anywhere
+// but there, as if it were unknown: a token for this /mcp is not one for
+// the REST API, nor for another server.
+func (s *Server) authenticateBearer(c echo.Context, token string) (auth.Principal, error) {
+	p, err := s.auth.AuthenticateToken(c.Request().Context(), token)
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	if !audienceAllowed(c, p.Audience) {
+		return auth.Principal{}, auth.ErrBadToken
+	}
+	return p, nil
 }
 
 // hasBearer reports whether the request carries a bearer token, valid or

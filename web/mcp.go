@@ -79,12 +79,22 @@ func (s *Server) mcpEndpoint(c echo.Context) error {
 }
 
 // mcpScope is the scope a new MCP session asks for, checked to be the
-// caller's (another user's is not found); nil when it names none.
+// caller's (another user's is not found); when it names none, the scope
+// its token was bound to at consent (an OAuth grant's), if any; nil
+// otherwise.
 func (s *Server) mcpScope(c echo.Context) (*proposals.Scope, error) {
 	r := c.Request()
 	conv := firstOf(r.Header.Get(headerConversation), c.QueryParam("conversation"))
 	nb := firstOf(r.Header.Get(headerNotebook), c.QueryParam("notebook"))
 	ctx, p := r.Context(), principal(c)
+	if conv == "" && nb == "" {
+		switch {
+		case p.Bound.Conversation != uuid.Nil:
+			conv = p.Bound.Conversation.String()
+		case p.Bound.Notebook != uuid.Nil:
+			nb = p.Bound.Notebook.String()
+		}
+	}
 	switch {
 	case conv != "" && nb != "":
 		return nil, apperr.Errorf(apperr.EBADREQ, "Bind the session to a conversation or a notebook, not both.")

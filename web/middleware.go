@@ -155,7 +155,7 @@ func (s *Server) requireToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok {
 			return auth.ErrBadToken
 		}
-		p, err := s.auth.AuthenticateToken(c.Request().Context(), token)
+		p, err := s.authenticateBearer(c, token)
 		if err != nil {
 			return err
 		}

@@ -146,6 +146,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/tokens", s.tokensPage, signedIn...)
 	e.POST("/tokens", s.createToken, signedIn...)
 	e.POST("/tokens/:id/revoke", s.revokeToken, signedIn...)
+	s.oauthRoutes(e) // MCP authorization (OAuth 2.1): metadata, registration, consent, tokens
 	e.GET("/trust", s.trustPage, signedIn...)
 	e.POST("/trust/thresholds", s.setTrustThreshold, signedIn...)
 	e.POST("/trust/violations/:id/clear", s.clearViolation, signedIn...)

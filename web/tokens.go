@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/oauth"
 	"github.com/gatehouse/gatehouse/views"
 )
 
@@ -90,14 +91,26 @@ func (s *Server) renderTokens(c echo.Context, status int, v views.TokensView) er
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	v.Mine = tokenRows(mine, now)
+	var all []auth.Token
 	if p.IsAdmin() && !p.IsAgent() {
-		all, err := s.auth.ListTokens(ctx, p, true)
-		if err != nil {
+		if all, err = s.auth.ListTokens(ctx, p, true); err != nil {
 			return err
 		}
-		v.All = tokenRows(all, now)
+	}
+	// OAuth grants are agent tokens too: their client and access token's
+	// expiry are shown with them.
+	var ids []uuid.UUID
+	for _, t := range slices.Concat(mine, all) {
+		ids = append(ids, t.ID)
+	}
+	grants, err := s.oauthService().Grants(ctx, ids)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	v.Mine = tokenRows(mine, grants, now)
+	if all != nil {
+		v.All = tokenRows(all, grants, now)
 	}
 	for _, t := range s.registry.List() {
 		v.Tools = append(v.Tools, t.Name)
@@ -109,7 +122,7 @@ func (s *Server) renderTokens(c echo.Context, status int, v views.TokensView) er
 	return render(c, status, views.TokensPage(s.shell(c, "API tokens", "tokens"), v))
 }
 
-func tokenRows(tokens []auth.Token, now time.Time) []views.TokenRow {
+func tokenRows(tokens []auth.Token, grants map[uuid.UUID]oauth.Grant, now time.Time) []views.TokenRow {
 	day := func(t *time.Time, none string) string {
 		if t == nil {
 			return none
@@ -138,9 +151,21 @@ func tokenRows(tokens []auth.Token, now time.Time) []views.TokenRow {
 		case !t.Live(now):
 			status = "expired"
 		}
-		rows = append(rows, views.TokenRow{ID: t.ID.String(), Name: t.Name, Kind: string(t.Kind), Owner: t.Email,
+		row := views.TokenRow{ID: t.ID.String(), Name: t.Name, Kind: string(t.Kind), Owner: t.Email,
 			Created: day(&t.CreatedAt, ""), LastUsed: day(t.LastUsedAt, "never"), ExpiresOn: day(t.ExpiresAt, "never"),
-			Scope: scope, Status: status, CanRevoke: t.RevokedAt == nil})
+			Scope: scope, Status: status, CanRevoke: t.RevokedAt == nil}
+		if g, ok := grants[t.ID]; ok {
+			row.OAuth = &views.TokenOAuth{Client: g.ClientName, Hosts: strings.Join(g.RedirectHosts, ", "), AccessExpires: day(g.AccessExpiresAt, "")}
+			switch {
+			case g.ConversationTitle != "":
+				row.OAuth.Binding = "conversation “" + g.ConversationTitle + "”"
+			case g.NotebookTitle != "":
+				row.OAuth.Binding = "notebook “" + g.NotebookTitle + "”"
+			default:
+				row.OAuth.Binding = "a new conversation per session"
+			}
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }

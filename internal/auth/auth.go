@@ -83,6 +83,21 @@ type Principal struct {
 	// workspace (finance-approver…), read when the request authenticated.
 	// The resolving transaction reads them again from the rows.
 	ApproverRoles []string
+	// Audience is the resource an OAuth grant's token is bound to (RFC
+	// 8707: this server's /mcp URL), accepted there only; "" for other
+	// tokens and sessions.
+	Audience string
+	// Bound is the conversation or notebook the owner chose, at consent,
+	// for the MCP sessions an OAuth grant's token opens; zero: none (each
+	// session gets a new conversation).
+	Bound TokenBinding
+}
+
+// TokenBinding is the scope a token's MCP sessions are proposed in when
+// they name none: a conversation or a notebook, at most one.
+type TokenBinding struct {
+	Conversation uuid.UUID
+	Notebook     uuid.UUID
 }
 
 // IsAgent reports whether the caller is an agent acting for its owner.
@@ -451,6 +466,7 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	p := Principal{
 		UserID: row.UserID, Email: row.Email, WorkspaceID: row.WorkspaceID, Role: Role(row.Role),
 		TokenID: row.ID, TokenKind: TokenKind(row.Kind), TokenName: row.Name, Connector: row.Connector, ApproverRoles: row.ApproverRoles,
+		Audience: row.Audience.String, Bound: TokenBinding{Conversation: row.ConversationID.UUID, Notebook: row.NotebookID.UUID},
 	}
 	if row.ScopeTools != nil || row.ScopeReadOnly {
 		p.TokenScope = &policy.TokenScope{Tools: row.ScopeTools, ReadOnly: row.ScopeReadOnly}
@@ -458,7 +474,12 @@ func (s *Service) AuthenticateToken(ctx context.Context, token string) (Principa
 	// Best effort, and at most once a minute per token (the query says so
 	// too): a failed touch must not fail the request.
 	_ = s.q.TouchAPIToken(ctx, row.ID)
-	s.tokens.m.Store(sum, cachedToken{p: p, expires: now.Add(time.Duration(s.tokens.ttl.Load()))})
+	// An OAuth access token is believed no longer than it lives.
+	expires := now.Add(time.Duration(s.tokens.ttl.Load()))
+	if row.SecretExpiresAt != nil && row.SecretExpiresAt.Before(expires) {
+		expires = *row.SecretExpiresAt
+	}
+	s.tokens.m.Store(sum, cachedToken{p: p, expires: expires})
 	return p, nil
 }
 
