@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -386,5 +387,43 @@ func TestUpstreams_TransientFailuresAreRetriedOnlyWhereSafe(t *testing.T) {
 	// The next one goes through: the session was not broken.
 	if _, p = call("files.append", map[string]any{"line": "y"}, "transient-append-0002"); p["status"] != "applied" || appended.Load() != 1 {
 		t.Errorf("the next write: %v", p)
+	}
+}
+
+// An upstream's read is called, then recorded once in its final state:
+// the proposal, its two audit rows and its receipt are written by one
+// transaction (one xmin), with no claim committed before the call (which
+// wrote the proposal twice, in two commits). A read that fails upstream
+// is recorded the same way, as failed.
+func TestUpstreams_AReadIsRecordedOnceAfterItRan(t *testing.T) {
+	t.Parallel()
+	f := newFakeUpstream(t)
+	e, _ := newEnvUpstreams(t, f)
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "files"})
+	path := "/api/v1/conversations/" + conv["id"].(string) + "/tool-calls"
+	for _, c := range []struct {
+		tool, status string
+	}{{"files.read_file", "applied"}, {"files.slow", "failed"}} {
+		resp, p := e.api("POST", path, agent, map[string]any{"tool": c.tool, "arguments": map[string]any{"path": "a.txt"}, "rationale": "read the file the owner named"})
+		if resp.StatusCode != http.StatusOK || p["status"] != c.status {
+			t.Fatalf("%s: %d %v", c.tool, resp.StatusCode, p)
+		}
+		id := p["proposal_id"].(string)
+		var rows, xmins int
+		var actions string
+		if err := e.pool.QueryRow(t.Context(), `
+			SELECT count(*), count(DISTINCT x.xmin::text), string_agg(x.what, ',' ORDER BY x.what) FROM (
+				SELECT xmin, 'proposal' AS what FROM proposals WHERE id = $1
+				UNION ALL SELECT xmin, action FROM audit_events WHERE subject_id = $1::text
+				UNION ALL SELECT xmin, 'receipt' FROM receipts WHERE proposal_id = $1) x`, id).Scan(&rows, &xmins, &actions); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"proposal", "proposal.created", "proposal." + c.status, "receipt"}
+		slices.Sort(want)
+		if rows != 4 || xmins != 1 || actions != strings.Join(want, ",") {
+			t.Errorf("%s: %d rows (%s) written by %d transactions; want the proposal, created, %s and the receipt, by one", c.tool, rows, actions, xmins, c.status)
+		}
 	}
 }

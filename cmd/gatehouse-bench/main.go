@@ -66,6 +66,13 @@ type options struct {
 	// volumeKeep leaves the volume phase's database filled (and says
 	// where), to look into a slow page with EXPLAIN or a profile.
 	volumeKeep bool
+	// upstream is the benchmark's upstream MCP server (-serve-upstream
+	// started it; the server's policy file names it "bench"); empty: the
+	// MCP phases are skipped.
+	upstream string
+	// serveUpstream: serve the upstream, write its URL to this file, and
+	// do nothing else.
+	serveUpstream string
 }
 
 func parseOptions(args []string) (options, error) {
@@ -84,6 +91,8 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.volume, "volume", 0, "also time every page on an empty database and on one filled to this many calls, with a server of its own (0: off; the issue's volume is 1000000)")
 	fs.BoolVar(&o.volumeOnly, "volume-only", false, "run only the volume phase (print only)")
 	fs.BoolVar(&o.volumeKeep, "volume-keep", false, "leave the volume phase's filled database on the cluster, and print its URL (with -volume-only)")
+	fs.StringVar(&o.upstream, "upstream", "", "the benchmark's upstream MCP server's URL, named \"bench\" in the server's policy file (empty: no MCP phases)")
+	fs.StringVar(&o.serveUpstream, "serve-upstream", "", "serve the benchmark's upstream MCP server, write its URL to this file, and do nothing else")
 	fs.StringVar(&o.doc, "doc", "", "write the report to this file (docs/performance.md)")
 	fs.StringVar(&o.command, "command", "make bench", "the command quoted in the report")
 	fs.StringVar(&o.revision, "revision", "", "the source revision quoted in the report")
@@ -93,6 +102,8 @@ func parseOptions(args []string) (options, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	case o.serveUpstream != "":
+		return o, nil
 	case o.url == "" && o.serverLog == "":
 		return o, errors.New("-url or -server-log is required")
 	case o.clients < 1 || o.clients > 256:
@@ -115,6 +126,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	o, err := parseOptions(args)
 	if err != nil {
 		return err
+	}
+	if o.serveUpstream != "" {
+		return serveUpstream(ctx, o.serveUpstream)
 	}
 	srv, err := waitForServer(ctx, o)
 	if err != nil {

@@ -58,51 +58,76 @@ type target func(client int, i uint64, t *vegeta.Target) error
 // identity (its own conversation, its own proposals to apply) and its own
 // keep-alive connection, as each pgbench client has its own session.
 func (b *bench) loop(ctx context.Context, name string, clients int, d time.Duration, want int, tf target) row {
-	r := row{Name: name, Clients: clients, Want: strconv.Itoa(want), RSSStart: rssKiB(b.pid)}
+	return b.loopChecked(ctx, name, clients, d, want, nil, tf)
+}
+
+// loopChecked is loop whose answers with the wanted status are also
+// checked by check (nil: not checked), which says what is wrong with a
+// body ("": nothing).
+func (b *bench) loopChecked(ctx context.Context, name string, clients int, d time.Duration, want int, check func(body []byte) string, tf target) row {
+	return b.measure(ctx, name, clients, strconv.Itoa(want), func(record func(time.Duration, bool, string)) {
+		var wg sync.WaitGroup
+		attackers := make([]*vegeta.Attacker, clients)
+		for c := range attackers {
+			attackers[c] = vegeta.NewAttacker(vegeta.Workers(1), vegeta.MaxWorkers(1), vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true))
+		}
+		stop := context.AfterFunc(ctx, func() {
+			for _, a := range attackers {
+				a.Stop()
+			}
+		})
+		defer stop()
+		for c, a := range attackers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var i uint64
+				tr := func(t *vegeta.Target) error { i++; return tf(c, i, t) } // one worker: never concurrent
+				for res := range a.Attack(tr, vegeta.Rate{Freq: 0}, d, name) {
+					if res.Error == vegeta.ErrNoTargets.Error() {
+						continue
+					}
+					failure := ""
+					if int(res.Code) == want && check != nil {
+						failure = check(res.Body)
+					} else if int(res.Code) != want {
+						body := res.Body
+						if len(body) > 300 {
+							body = body[:300]
+						}
+						failure = fmt.Sprintf("%d %s %s", res.Code, res.Error, bytes.TrimSpace(body))
+					}
+					record(res.Latency, failure == "", failure)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+// measure runs one phase (run, which reports each call to record: its
+// latency, whether it got the wanted answer, and what it got otherwise)
+// and makes its row: rate, latencies, the server's RSS and each call's
+// cost (WAL, CPU).
+func (b *bench) measure(ctx context.Context, name string, clients int, want string, run func(record func(lat time.Duration, ok bool, failure string))) row {
+	r := row{Name: name, Clients: clients, Want: want, RSSStart: rssKiB(b.pid)}
 	before := costNow(ctx, b.dbURL, b.pid)
 	var (
 		mu     sync.Mutex
 		lat    []time.Duration
 		errors = map[string]bool{}
-		wg     sync.WaitGroup
 	)
-	attackers := make([]*vegeta.Attacker, clients)
-	for c := range attackers {
-		attackers[c] = vegeta.NewAttacker(vegeta.Workers(1), vegeta.MaxWorkers(1), vegeta.Timeout(30*time.Second), vegeta.KeepAlive(true))
-	}
-	stop := context.AfterFunc(ctx, func() {
-		for _, a := range attackers {
-			a.Stop()
+	start := time.Now()
+	run(func(l time.Duration, ok bool, failure string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lat = append(lat, l)
+		if ok {
+			r.OK++
+		} else if len(errors) < 5 {
+			errors[failure] = true
 		}
 	})
-	defer stop()
-	start := time.Now()
-	for c, a := range attackers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var i uint64
-			tr := func(t *vegeta.Target) error { i++; return tf(c, i, t) } // one worker: never concurrent
-			for res := range a.Attack(tr, vegeta.Rate{Freq: 0}, d, name) {
-				if res.Error == vegeta.ErrNoTargets.Error() {
-					continue
-				}
-				mu.Lock()
-				lat = append(lat, res.Latency)
-				if int(res.Code) == want {
-					r.OK++
-				} else if len(errors) < 5 {
-					body := res.Body
-					if len(body) > 300 {
-						body = body[:300]
-					}
-					errors[fmt.Sprintf("%d %s %s", res.Code, res.Error, bytes.TrimSpace(body))] = true
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
 	r.Elapsed = time.Since(start)
 	r.RSSEnd = rssKiB(b.pid)
 	r.Calls = len(lat)
@@ -181,10 +206,16 @@ func (b *bench) phases(ctx context.Context, o options, rep *report) error {
 		"read in one conversation: decide, record, run, record")
 	// records.get reads one record by its primary key: the read path's
 	// cost with next to nothing of the tool's own.
-	add(b.loop(ctx, "records.get, auto-run", n, o.duration, http.StatusOK, func(_ int, i uint64, t *vegeta.Target) error {
+	restGet := b.loop(ctx, "records.get, auto-run", n, o.duration, http.StatusOK, func(_ int, i uint64, t *vegeta.Target) error {
 		b.post(t, b.callsURL(hot), b.agent, fmt.Appendf(nil, `{"tool":"records.get","arguments":{"collection":"lookup","key":"client-%02d"},"rationale":"benchmark: read a client"}`, i%20))
 		return nil
-	}), "read one of the seeded records by key, in the same conversation: the read path without the search")
+	})
+	add(restGet, "read one of the seeded records by key, in the same conversation: the read path without the search")
+	// Over MCP: an upstream's tool directly and through the gate, and
+	// records.get against the row above.
+	if err := b.mcpPhases(ctx, o, rep, hot, restGet); err != nil {
+		return err
+	}
 
 	headline := "records.put, auto-apply, one conversation"
 	var profile chan string

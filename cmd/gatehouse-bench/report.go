@@ -19,6 +19,7 @@ type report struct {
 	phases       []row // the HTTP phases, in the order they ran
 	soak         *soakResult
 	volume       *volumeResult // the volume phase; nil: not run
+	mcp          *mcpResult    // the MCP phases; nil: not run
 	goBench      goBenchResults
 	profile      string // the CPU profile's path, or why there is none
 }
@@ -179,6 +180,12 @@ func (rep *report) printText(w io.Writer) {
 	if len(rep.baselineRuns) > 0 {
 		fmt.Fprintf(w, "\npgbench, whose mean the ratios use: %s.\n", rep.baselineSpread())
 	}
+	if rep.mcp != nil {
+		fmt.Fprintln(w, "\nMCP:")
+		for _, v := range rep.mcp.verdicts() {
+			fmt.Fprintf(w, "- %s\n", v)
+		}
+	}
 	if rep.soak != nil {
 		fmt.Fprintf(w, "\nSoak (%s): %s\n", rep.opts.soak, rep.soak.verdict())
 	}
@@ -296,6 +303,12 @@ by `+"`make bench`"+`; do not edit it by hand.
 		}
 	}
 	fmt.Fprintf(&b, "\nWhat each phase does:\n\n%s\n", strings.Join(notes, "\n"))
+	if rep.mcp != nil {
+		b.WriteString("\n### Over MCP (issue 26's targets)\n\n")
+		for _, v := range rep.mcp.verdicts() {
+			fmt.Fprintf(&b, "- %s.\n", v)
+		}
+	}
 	if r, ok := rep.headlinePhase(); ok {
 		walSharesMarkdown(&b, r)
 	}

@@ -98,6 +98,65 @@ func (s *Service) runAuto(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.
 	return out, nil
 }
 
+// readOutside is the automatic path of a read by a tool whose effect is
+// outside Gatehouse's database (an upstream's read tool). A read has no
+// effect to run twice or to leave half done, so nothing is claimed before
+// it: the deciding transaction commits (with what it counted), the tool is
+// called with no transaction open, under its timeout and whether or not
+// the caller is still there, and one statement then records the call in
+// its final state, as runAuto does (RecordAutoCall), before the caller is
+// answered. Before, the call was recorded as claimed, committed, called,
+// and finished in a second transaction: two commits and the proposal
+// written twice. A crash between the call and its record leaves a read
+// that no one was answered about, and no record of it.
+func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, params db.InsertProposalParams,
+	tool *tools.Tool, args json.RawMessage, d decision, created map[string]any, idem *Idem) (Proposal, error) {
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit decision: %w", err)
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: id: %w", err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	dctx, cancel := context.WithTimeout(ctx, tool.DeliverTimeout())
+	record, derr := tool.Deliver(dctx, d.ws, args)
+	cancel()
+	rtx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("proposals: begin record: %w", err)
+	}
+	defer rtx.Rollback(ctx)
+	q := s.q.WithTx(rtx)
+	var result []byte
+	failure := ""
+	if derr != nil {
+		failure = s.failureText(tool, db.Proposal{ID: id}, derr)
+	} else {
+		out, err := record(ctx, q, p.WorkspaceID)
+		if err != nil {
+			return Proposal{}, fmt.Errorf("proposals: record %s: %w", tool.Name, err)
+		}
+		if result, err = json.Marshal(out); err != nil {
+			return Proposal{}, fmt.Errorf("proposals: encode result: %w", err)
+		}
+		result = redact(result, params.Constraints)
+	}
+	out, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, false, created)
+	if err != nil {
+		return Proposal{}, err
+	}
+	if err := idem.link(ctx, q, out.ID); err != nil {
+		return Proposal{}, err
+	}
+	if err := rtx.Commit(ctx); err != nil {
+		return Proposal{}, unknownOutcome(id, fmt.Errorf("proposals: commit: %w", err))
+	}
+	out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+	s.announce(announced(params), false)
+	return out, nil
+}
+
 // announced is what the announcement of a recorded call needs to know.
 func announced(params db.InsertProposalParams) db.Proposal {
 	return db.Proposal{WorkspaceID: params.WorkspaceID, ConversationID: params.ConversationID, NotebookID: params.NotebookID,

@@ -506,6 +506,14 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 		out.RationaleWarning = warning
 		return out, err
 	}
+	if outcome == policy.OutcomeRun && !confirmed && tool.Outside() && tool.Contract.Authority == policy.AuthorityRead {
+		// An outside tool's read (an upstream's): called, then recorded
+		// in one statement, with no claim in between.
+		out, err := s.readOutside(ctx, tx, p, params, tool, args, d, auditData, in.Idem)
+		out.ConfirmIgnored = ignored
+		out.RationaleWarning = warning
+		return out, err
+	}
 	row, err := q.InsertProposal(ctx, params)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: insert: %w", err)
