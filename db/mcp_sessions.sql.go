@@ -34,11 +34,25 @@ func (q *Queries) CloseMCPSession(ctx context.Context, arg CloseMCPSessionParams
 	return result.RowsAffected(), nil
 }
 
-const deleteIdleMCPSessions = `-- name: DeleteIdleMCPSessions :execrows
-DELETE FROM mcp_sessions WHERE seen_at < $1
+const deleteExpiredMCPRequestStates = `-- name: DeleteExpiredMCPRequestStates :execrows
+DELETE FROM mcp_request_states WHERE expires_at < now()
 `
 
-// The sweeper forgets sessions idle since before idle_since.
+// The sweeper forgets the nonces of states that expired.
+func (q *Queries) DeleteExpiredMCPRequestStates(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteExpiredMCPRequestStates)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteIdleMCPSessions = `-- name: DeleteIdleMCPSessions :execrows
+DELETE FROM mcp_sessions WHERE seen_at < $1 AND id NOT LIKE 'stateless-%'
+`
+
+// The sweeper forgets sessions idle since before idle_since (not the
+// bindings of 2026-07-28 clients, which have no session to end).
 func (q *Queries) DeleteIdleMCPSessions(ctx context.Context, idleSince time.Time) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteIdleMCPSessions, idleSince)
 	if err != nil {
@@ -125,6 +139,51 @@ func (q *Queries) InsertMCPSession(ctx context.Context, arg InsertMCPSessionPara
 	return err
 }
 
+const statelessMCPBinding = `-- name: StatelessMCPBinding :one
+WITH ins AS (
+    INSERT INTO mcp_sessions (workspace_id, id, token_id, owner_id, conversation_id, planned, client_name, initialize, protocol_version)
+    VALUES ($1, $2, $3, $4, $5, true,
+            $6, '{}'::jsonb, $7)
+    ON CONFLICT (workspace_id, id) DO NOTHING
+    RETURNING conversation_id
+)
+SELECT conversation_id::uuid AS conversation_id FROM ins
+UNION ALL
+SELECT s.conversation_id::uuid FROM mcp_sessions s WHERE s.workspace_id = $1 AND s.id = $2
+LIMIT 1
+`
+
+type StatelessMCPBindingParams struct {
+	WorkspaceID     uuid.UUID
+	ID              string
+	TokenID         uuid.UUID
+	OwnerID         uuid.UUID
+	ConversationID  uuid.NullUUID
+	ClientName      string
+	ProtocolVersion string
+}
+
+// The conversation that a 2026-07-28 client's calls are proposed in when
+// it names no scope: one per token and client name, planned by the first
+// request that needs it (conversation_id, created by the first tool call)
+// and found by every later one. The insert writes nothing when the row
+// exists; the select finds it then (one statement, one snapshot: exactly
+// one of the two answers).
+func (q *Queries) StatelessMCPBinding(ctx context.Context, arg StatelessMCPBindingParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, statelessMCPBinding,
+		arg.WorkspaceID,
+		arg.ID,
+		arg.TokenID,
+		arg.OwnerID,
+		arg.ConversationID,
+		arg.ClientName,
+		arg.ProtocolVersion,
+	)
+	var conversation_id uuid.UUID
+	err := row.Scan(&conversation_id)
+	return conversation_id, err
+}
+
 const touchMCPSession = `-- name: TouchMCPSession :exec
 UPDATE mcp_sessions SET seen_at = now()
 WHERE workspace_id = $1 AND id = $2 AND closed_at IS NULL
@@ -139,4 +198,24 @@ type TouchMCPSessionParams struct {
 func (q *Queries) TouchMCPSession(ctx context.Context, arg TouchMCPSessionParams) error {
 	_, err := q.db.Exec(ctx, touchMCPSession, arg.WorkspaceID, arg.ID)
 	return err
+}
+
+const useMCPRequestState = `-- name: UseMCPRequestState :execrows
+INSERT INTO mcp_request_states (workspace_id, nonce, expires_at) VALUES ($1, $2, $3)
+ON CONFLICT (workspace_id, nonce) DO NOTHING
+`
+
+type UseMCPRequestStateParams struct {
+	WorkspaceID uuid.UUID
+	Nonce       []byte
+	ExpiresAt   time.Time
+}
+
+// A requestState is used: 1 the first time, 0 when it was used before.
+func (q *Queries) UseMCPRequestState(ctx context.Context, arg UseMCPRequestStateParams) (int64, error) {
+	result, err := q.db.Exec(ctx, useMCPRequestState, arg.WorkspaceID, arg.Nonce, arg.ExpiresAt)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

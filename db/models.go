@@ -258,6 +258,12 @@ type IdempotencyKey struct {
 	ProposalID          uuid.NullUUID
 }
 
+type McpRequestState struct {
+	WorkspaceID uuid.UUID
+	Nonce       []byte
+	ExpiresAt   time.Time
+}
+
 type McpSession struct {
 	WorkspaceID     uuid.UUID
 	ID              string

@@ -40,6 +40,7 @@ var distributionKeys = map[string]string{
 	"trust_violations":      "workspace_id",
 	"outbox":                "workspace_id",
 	"mcp_sessions":          "workspace_id", // migration 40
+	"mcp_request_states":    "workspace_id", // migration 42
 	// Sign-in counters have no workspace (the account and address are
 	// counted before anyone is in one): distributed by their own bucket.
 	"rate_counters": "bucket",
@@ -50,16 +51,17 @@ var distributionKeys = map[string]string{
 // on the coordinator, fanned out to every shard (docs/operations.md).
 var crossWorkspace = map[string]string{
 	// Background maintenance and workers, over every workspace.
-	"DeleteExpiredIdempotencyKeys": "purge by expiry across workspaces (background sweeper)",
-	"DeleteExpiredRateCounters":    "purge by expiry across buckets (background sweeper)",
-	"DeleteIdleMCPSessions":        "forgets idle MCP sessions across workspaces (background sweeper)",
-	"ExpireApprovals":              "the sweeper expires every workspace's overdue packets",
-	"ReconcileApprovedButNotRun":   "start-up repair across workspaces (crash recovery)",
-	"ReconcileRejectedOrExpired":   "start-up repair across workspaces (crash recovery)",
-	"ReconcileOrphanedPackets":     "start-up repair across workspaces (crash recovery)",
-	"ClaimTurn":                    "the chat worker claims the next turn with work, in any workspace",
-	"ReleaseLeases":                "a stopping instance releases its own chat leases, in any workspace",
-	"ClaimReceiptVerification":     "the verify worker claims the next queued run, in any workspace",
+	"DeleteExpiredIdempotencyKeys":  "purge by expiry across workspaces (background sweeper)",
+	"DeleteExpiredRateCounters":     "purge by expiry across buckets (background sweeper)",
+	"DeleteIdleMCPSessions":         "forgets idle MCP sessions across workspaces (background sweeper)",
+	"DeleteExpiredMCPRequestStates": "forgets expired requestState nonces across workspaces (background sweeper)",
+	"ExpireApprovals":               "the sweeper expires every workspace's overdue packets",
+	"ReconcileApprovedButNotRun":    "start-up repair across workspaces (crash recovery)",
+	"ReconcileRejectedOrExpired":    "start-up repair across workspaces (crash recovery)",
+	"ReconcileOrphanedPackets":      "start-up repair across workspaces (crash recovery)",
+	"ClaimTurn":                     "the chat worker claims the next turn with work, in any workspace",
+	"ReleaseLeases":                 "a stopping instance releases its own chat leases, in any workspace",
+	"ClaimReceiptVerification":      "the verify worker claims the next queued run, in any workspace",
 	// The evidence roll-up is one feed with one watermark over every
 	// workspace's rows (rollup_feeds); per-workspace feeds would remove it.
 	"EvidenceHead":     "the evidence roll-up's global head",

@@ -64,18 +64,27 @@ func twoInstances(t *testing.T) (*env, *env) {
 	return instance(), instance()
 }
 
-// mcpAt connects the SDK's client to the /mcp of base with token.
+// mcpAt connects the SDK's client to the /mcp of base with token, in a
+// 2025-11-25 session.
 func mcpAt(t *testing.T, base, token, client string) *sdk.ClientSession {
+	t.Helper()
+	return connectAt(t, base, token, client, nil, legacy)
+}
+
+// connectAt connects the SDK's client, with opts, to the /mcp of base
+// with token (sopts: nil speaks the SDK's default revision, 2026-07-28).
+func connectAt(t *testing.T, base, token, client string, opts *sdk.ClientOptions, sopts *sdk.ClientSessionOptions) *sdk.ClientSession {
 	t.Helper()
 	h := http.Header{"Authorization": {"Bearer " + token}}
 	transport := &sdk.StreamableClientTransport{Endpoint: base + "/mcp", MaxRetries: -1,
 		HTTPClient: &http.Client{Transport: mcpHeaders{header: h, base: http.DefaultTransport}, Timeout: 30 * time.Second}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := sdk.NewClient(&sdk.Implementation{Name: client, Version: "1.0"}, nil).Connect(ctx, transport, nil)
+	s, err := sdk.NewClient(&sdk.Implementation{Name: client, Version: "1.0"}, opts).Connect(ctx, transport, sopts)
 	if err != nil {
 		t.Fatalf("connect over MCP through %s: %v", base, err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

@@ -29,6 +29,12 @@ func (h mcpHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
+// legacy makes the SDK's client speak 2025-11-25 (initialize, a session
+// id, held calls answered as pending with check_proposal): the revision
+// most of these tests are about. The SDK's client otherwise speaks
+// 2026-07-28 (stateless; mcp_stateless_test.go).
+var legacy = &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+
 // mcpConnect connects the SDK's client, named client, to the server's
 // /mcp endpoint with token and the extra headers (and query).
 func (e *env) mcpConnect(token, client, query string, header map[string]string) (*sdk.ClientSession, error) {
@@ -45,7 +51,7 @@ func (e *env) mcpConnect(token, client, query string, header map[string]string) 
 	c := sdk.NewClient(&sdk.Implementation{Name: client, Version: "1.0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	return c.Connect(ctx, transport, nil)
+	return c.Connect(ctx, transport, legacy)
 }
 
 func (e *env) mustMCP(token, client string, header map[string]string) *sdk.ClientSession {

@@ -313,7 +313,7 @@ func (e *env) mcpWatching(token, client string) (*sdk.ClientSession, *atomic.Int
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { told.Add(1) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := c.Connect(ctx, transport, nil)
+	s, err := c.Connect(ctx, transport, legacy)
 	if err != nil {
 		e.t.Fatalf("connect over MCP: %v", err)
 	}
@@ -409,7 +409,7 @@ func TestMCPUpstreams_AnUpstreamsProgressReachesTheAgent(t *testing.T) {
 		}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := c.Connect(ctx, transport, nil)
+	s, err := c.Connect(ctx, transport, legacy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -326,7 +326,8 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 			}
 			for what, del := range map[string]func(context.Context) (int64, error){
 				"sessions": s.q.DeleteExpiredSessions, "idempotency keys": s.q.DeleteExpiredIdempotencyKeys,
-				"rate counters": s.q.DeleteExpiredRateCounters,
+				"rate counters":      s.q.DeleteExpiredRateCounters,
+				"mcp request states": s.q.DeleteExpiredMCPRequestStates,
 				"mcp sessions": func(ctx context.Context) (int64, error) {
 					return s.q.DeleteIdleMCPSessions(ctx, time.Now().Add(-24*time.Hour))
 				},

@@ -23,6 +23,7 @@ import (
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/conversations"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 	"github.com/gatehouse/gatehouse/internal/feedback"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
@@ -71,6 +72,11 @@ type Gateway struct {
 	opts      Options
 	origins   []string // AllowedOrigins, each as ParseOrigin reads it
 	handler   http.Handler
+	// statelessHandler serves the stateless revision (2026-07-28:
+	// stateless.go), a server per request.
+	statelessHandler http.Handler
+	bindings         bindings
+	cursorKey        *cursor.Key // seals requestStates
 	// base answers the SDK's per-request questions (supported protocol
 	// versions) for requests of an existing session.
 	base *sdk.Server
@@ -91,7 +97,11 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
-	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts, live: map[string]*session{}, takingUp: map[string]*sync.Mutex{}}
+	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts, live: map[string]*session{}, takingUp: map[string]*sync.Mutex{},
+		bindings: bindings{m: map[string]uuid.UUID{}}}
+	if opts.Queries != nil {
+		g.cursorKey = cursor.NewKey(opts.Queries)
+	}
 	for _, o := range opts.AllowedOrigins {
 		if n, err := ParseOrigin(o); err == nil {
 			g.origins = append(g.origins, n)
@@ -113,7 +123,11 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	// the principal in its context; the SDK's bearer middleware passes it
 	// on to each request, and ties a session to the token that opened it,
 	// so no other token can use the session's id.
-	g.handler = sdkauth.RequireBearerToken(verifyConnected, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(streamable)
+	requireBearer := sdkauth.RequireBearerToken(verifyConnected, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+	g.handler = requireBearer(streamable)
+	g.statelessHandler = requireBearer(sdk.NewStreamableHTTPHandler(g.serverFor, &sdk.StreamableHTTPOptions{
+		Logger: log, Stateless: true, DisableLocalhostProtection: true,
+	}))
 	registry.OnChange(g.resync)
 	return g
 }
@@ -131,6 +145,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		self = c.Origin
 	}
 	if g.RefuseForeignOrigin(w, r, self) {
+		return
+	}
+	if stateless(r) && g.cursorKey != nil {
+		g.statelessHandler.ServeHTTP(w, r)
 		return
 	}
 	if id := r.Header.Get(sessionIDHeader); id != "" && g.takeUp(w, r, id) {
@@ -152,6 +170,9 @@ type Connection struct {
 	// stored is the session being taken up on this instance (its row):
 	// the request is takeUp's replay of its initialize.
 	stored *db.McpSession
+	// stateless: the request speaks the stateless revision (2026-07-28):
+	// its server lives for it alone.
+	stateless bool
 }
 
 type connectionKey struct{}
@@ -203,6 +224,7 @@ func (g *Gateway) serverFor(r *http.Request) *sdk.Server {
 		return g.base
 	}
 	if c.server == nil {
+		c.stateless = stateless(r) && g.cursorKey != nil
 		c.server = g.newSessionServer(c)
 	}
 	return c.server
@@ -219,6 +241,10 @@ type session struct {
 	// stored: the session was opened on another instance and taken up
 	// here (its row exists).
 	stored bool
+	// stateless: a server for one request of the stateless revision; its
+	// calls go to the token's conversation for the client when it names
+	// no scope (stateless.go).
+	stateless bool
 	// tokenScope is the session's token's scope: the tools it is shown.
 	tokenScope *policy.TokenScope
 	mu         sync.Mutex
@@ -242,7 +268,7 @@ type session struct {
 // registry that the session's token may call, check_proposal, and the
 // cheatsheets as resources.
 func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
-	sess := &session{g: g, id: newSessionID(), origin: c.Origin, chosen: c.Scope, planned: uuid.New(),
+	sess := &session{g: g, id: newSessionID(), origin: c.Origin, chosen: c.Scope, planned: uuid.New(), stateless: c.stateless,
 		tokenScope: c.Principal.TokenScope, shown: map[string]string{}, sheets: map[string]string{}}
 	if c.stored != nil {
 		sess.restore(c.stored)
@@ -260,7 +286,7 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 		UnsubscribeHandler: unsubscribe,
 	})
 	sess.srv = srv
-	srv.AddReceivingMiddleware(sess.bindOnInitialize)
+	srv.AddReceivingMiddleware(sess.bindOnInitialize, sess.trackListening)
 	sess.sync()
 	srv.AddTool(checkProposalTool(), sess.checkProposal)
 	if g.opts.Feedback != nil {
@@ -283,6 +309,21 @@ const instructions = "Gatehouse stands between you and these tools. Every call i
 // so that a client that only lists tools leaves nothing behind.
 func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method == "server/discover" {
+			// The stateless revision's initialize: the same instructions.
+			if r, ok := req.(*sdk.ServerRequest[*sdk.DiscoverParams]); ok {
+				if ci := r.ClientInfo(); ci != nil {
+					s.mu.Lock()
+					s.client = ci.Name
+					s.mu.Unlock()
+				}
+			}
+			res, err := next(ctx, method, req)
+			if dr, ok := res.(*sdk.DiscoverResult); ok && err == nil {
+				dr.Instructions = instructions + " " + s.scopeSentence()
+			}
+			return res, err
+		}
 		if method != "initialize" {
 			return next(ctx, method, req)
 		}
@@ -309,6 +350,18 @@ func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 		}
 		s.g.track(s, ss)
 		return res, nil
+	}
+}
+
+// trackListening keeps a stateless request's session among the open
+// sessions while it listens for notifications (subscriptions/listen), so
+// that it is told when its tools change, as a session's GET stream is.
+func (s *session) trackListening(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if ss, ok := req.GetSession().(*sdk.ServerSession); ok && s.stateless && method == "subscriptions/listen" {
+			s.g.track(s, ss)
+		}
+		return next(ctx, method, req)
 	}
 }
 
@@ -413,6 +466,10 @@ func (s *session) scopeSentence() string {
 	if scope == nil {
 		scope = s.chosen
 	}
+	if scope == nil && s.stateless {
+		return fmt.Sprintf("This client's calls are proposed in one conversation of its token, %q, which its first tool call creates (%s lists it); "+
+			"its owner sets its permission mode there. Name another with the Gatehouse-Conversation or Gatehouse-Notebook header.", conversationTitle(s.client), s.origin+"/conversations")
+	}
 	if scope == nil {
 		return fmt.Sprintf("This session's calls are proposed in a new conversation, %q, which its first tool call creates (%s lists it); "+
 			"its owner sets its permission mode there.", conversationTitle(s.client), s.origin+"/conversations")
@@ -439,6 +496,13 @@ func (s *session) bind(ctx context.Context, p auth.Principal) (proposals.Scope, 
 	if s.chosen != nil {
 		s.scope = s.chosen
 		return *s.scope, nil
+	}
+	if s.stateless {
+		planned, err := s.g.statelessConversation(ctx, p, s.client)
+		if err != nil {
+			return proposals.Scope{}, err
+		}
+		s.planned = planned
 	}
 	conv, err := s.g.convs.CreateWithID(ctx, p, s.planned, conversationTitle(s.client))
 	if err != nil {

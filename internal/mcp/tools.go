@@ -257,11 +257,38 @@ func (s *session) callTool(name string) sdk.ToolHandler {
 				return s.refused(err), nil
 			}
 		}
+		// The stateless revision's multi-round trip, where the client can
+		// open a URL for its person (otherwise: pending and check_proposal).
+		multiRound := req.ProtocolVersion() >= protocolStateless && s.g.cursorKey != nil
+		elicits := false
+		if caps := req.ClientCapabilities(); caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil {
+			elicits = true
+		}
+		var digest []byte
+		if multiRound {
+			if digest, err = argumentsDigest(args); err != nil {
+				return toolError("The call was not made: its arguments are not valid JSON.", nil), nil
+			}
+			if req.Params.RequestState != "" {
+				return s.retry(ctx, p, tool.Name, digest, req.Params.RequestState)
+			}
+			if ci := req.ClientInfo(); ci != nil && s.stateless {
+				s.mu.Lock()
+				s.client = ci.Name
+				s.mu.Unlock()
+			}
+		}
 		scope, err := s.bind(ctx, p)
 		if err != nil {
 			return nil, err
 		}
-		return s.propose(ctx, p, scope, proposals.Input{Tool: tool.Name, Arguments: args, Rationale: rationale, IdempotencyKey: key})
+		res, err := s.propose(ctx, p, scope, proposals.Input{Tool: tool.Name, Arguments: args, Rationale: rationale, IdempotencyKey: key})
+		if err != nil || !multiRound || !elicits {
+			return res, err
+		}
+		// The stateless revision: a call that waits asks for the person's
+		// decision (input required), and its retry reads the outcome.
+		return s.inputRequired(ctx, p, tool.Name, digest, res)
 	}
 }
 

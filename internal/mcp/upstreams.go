@@ -751,6 +751,8 @@ func (u *Upstreams) Callable(ctx context.Context, t *tools.Tool) error {
 // is sent again, twice at most, after 100 ms and 400 ms, and the result
 // says how many times it was sent.
 func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage, retry bool) (json.RawMessage, error) {
+	ctx, stop := upstreamContext(ctx)
+	defer stop()
 	up, ok := u.byName[upstream]
 	if !ok {
 		return nil, apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", upstream)
@@ -781,6 +783,30 @@ func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, ar
 			return nil, err
 		case <-time.After(retryBackoff[n-1]):
 		}
+	}
+}
+
+// upstreamContext is ctx for a call to an upstream: its deadline and its
+// cancellation, and the agent's progress callback, but nothing else the
+// agent's request put in it. The SDK keeps the protocol version of the
+// request it serves in its context, and its client speaks the version it
+// finds there: an agent's 2026-07-28 request made Gatehouse speak
+// 2026-07-28 to an upstream that had negotiated 2025-11-25.
+func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	out := context.Background()
+	if p := progressOf(ctx); p != nil {
+		out = WithProgress(out, p)
+	}
+	var cancelDeadline context.CancelFunc = func() {}
+	if dl, ok := ctx.Deadline(); ok {
+		out, cancelDeadline = context.WithDeadline(out, dl)
+	}
+	out, cancel := context.WithCancelCause(out)
+	stopAfter := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return out, func() {
+		stopAfter()
+		cancel(context.Canceled)
+		cancelDeadline()
 	}
 }
 
