@@ -36,6 +36,9 @@ type fakeUpstream struct {
 	// drop is how many of the next tools/call requests fail at the
 	// transport (503, no answer to the call): a transient failure.
 	drop atomic.Int32
+	// stopped counts the slow tool's calls that were cancelled before
+	// they finished.
+	stopped atomic.Int32
 }
 
 func boolp(b bool) *bool { return &b }
@@ -73,6 +76,7 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 	add("slow", "Take a long time.", readOnly, func(ctx context.Context, _ map[string]any) (*sdk.CallToolResult, error) {
 		select {
 		case <-ctx.Done():
+			f.stopped.Add(1)
 		case <-time.After(5 * time.Second):
 		}
 		return text("finally"), nil
@@ -425,5 +429,32 @@ func TestUpstreams_AReadIsRecordedOnceAfterItRan(t *testing.T) {
 		if rows != 4 || xmins != 1 || actions != strings.Join(want, ",") {
 			t.Errorf("%s: %d rows (%s) written by %d transactions; want the proposal, created, %s and the receipt, by one", c.tool, rows, actions, xmins, c.status)
 		}
+	}
+}
+
+// An agent that cancels its call over MCP (notifications/cancelled)
+// cancels the upstream call too, and the upstream is told; the call is
+// recorded as failed, saying it was cancelled and may have acted. A call
+// made over REST is not cancelled by its caller hanging up.
+func TestUpstreams_AnAgentsCancellationReachesTheUpstreamAndIsRecorded(t *testing.T) {
+	t.Parallel()
+	f := newFakeUpstream(t)
+	e, _ := newEnvPolicy(t, strings.Replace(fmt.Sprintf(upstreamPolicy, f.url), "timeout: 700ms", "timeout: 10s", 1))
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	s := e.mustMCP(agent, "claude-code", nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := s.CallTool(ctx, &sdk.CallToolParams{Name: "files.slow", Arguments: map[string]any{"rationale": "wait for the slow tool"}}); err == nil {
+		t.Fatal("the cancelled call returned a result")
+	}
+	waitFor(t, "the upstream to stop the call", func() bool { return f.stopped.Load() == 1 })
+	var status, failure string
+	waitFor(t, "the call to be recorded", func() bool {
+		return e.pool.QueryRow(t.Context(), `SELECT status, coalesce(error, '') FROM proposals WHERE tool = 'files.slow'`).Scan(&status, &failure) == nil
+	})
+	if status != "failed" || !strings.Contains(failure, "Cancelled by the caller") || time.Since(start) > 4*time.Second {
+		t.Fatalf("the cancelled call: %s %q after %s", status, failure, time.Since(start))
 	}
 }

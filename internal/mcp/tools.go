@@ -222,6 +222,11 @@ func (s *session) callTool(name string) sdk.ToolHandler {
 		if !ok {
 			return nil, fmt.Errorf("gatehouse: the request carries no principal")
 		}
+		// The SDK ends this context when the agent cancels the call
+		// (notifications/cancelled; under 2026-07-28, by closing its
+		// request) or ends its session, not when a 2025-11-25 session's
+		// connection drops: an upstream call is cancelled with it.
+		ctx = proposals.ForwardsCancellation(ctx)
 		tool, ok := s.g.registry.Get(name)
 		if !ok {
 			return toolError(fmt.Sprintf("No tool is named %q any more; list the tools again.", name), nil), nil

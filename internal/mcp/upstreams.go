@@ -797,12 +797,17 @@ func upstreamContext(ctx context.Context) (context.Context, context.CancelFunc) 
 	if p := progressOf(ctx); p != nil {
 		out = WithProgress(out, p)
 	}
+	out, cancel := context.WithCancelCause(out)
 	var cancelDeadline context.CancelFunc = func() {}
 	if dl, ok := ctx.Deadline(); ok {
+		// Its own deadline, so that a call past it ends as timed out.
 		out, cancelDeadline = context.WithDeadline(out, dl)
 	}
-	out, cancel := context.WithCancelCause(out)
-	stopAfter := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	stopAfter := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel(context.Cause(ctx))
+		}
+	})
 	return out, func() {
 		stopAfter()
 		cancel(context.Canceled)

@@ -118,10 +118,8 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: id: %w", err)
 	}
+	record, derr := s.deliverOutside(ctx, tool, d.ws, args)
 	ctx = context.WithoutCancel(ctx)
-	dctx, cancel := context.WithTimeout(ctx, tool.DeliverTimeout())
-	record, derr := tool.Deliver(dctx, d.ws, args)
-	cancel()
 	rtx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin record: %w", err)

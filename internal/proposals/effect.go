@@ -307,10 +307,8 @@ func (s *Service) failureText(tool *tools.Tool, claimed db.Proposal, err error) 
 // already taken, so the outcome must be recorded), then records the
 // outcome in a new transaction.
 func (s *Service) deliver(ctx context.Context, p auth.Principal, claimed db.Proposal, tool *tools.Tool, args json.RawMessage, ws tools.Workspace, path string) (Proposal, error) {
+	record, derr := s.deliverOutside(ctx, tool, ws, args)
 	ctx = context.WithoutCancel(ctx)
-	dctx, cancel := context.WithTimeout(ctx, tool.DeliverTimeout())
-	record, derr := tool.Deliver(dctx, ws, args)
-	cancel()
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin record: %w", err)
@@ -352,6 +350,42 @@ func (s *Service) deliver(ctx context.Context, p auth.Principal, claimed db.Prop
 	}
 	s.announce(row, false)
 	return fromRow(row), nil
+}
+
+// cancelForwarded marks a caller whose context ends only when it cancels
+// the call (MCP's notifications/cancelled, or its session ending): not a
+// connection dropped.
+type cancelForwarded struct{}
+
+// ForwardsCancellation marks ctx as a caller that cancels on purpose when
+// it ends (the MCP gateway's), so that an upstream call it made is
+// cancelled with it, and the upstream told.
+func ForwardsCancellation(ctx context.Context) context.Context {
+	return context.WithValue(ctx, cancelForwarded{}, true)
+}
+
+// cancelledUpstream is the failure of an upstream call its caller
+// cancelled.
+const cancelledUpstream = "Cancelled by the caller before the upstream answered; the upstream was told to stop (notifications/cancelled) and may have acted."
+
+// deliverOutside runs an outside tool under its timeout and not cancelled
+// by the caller going away (whatever happened must be recorded), except
+// that an upstream's tool is cancelled, and the upstream told, when a
+// caller marked by ForwardsCancellation cancels it; the failure then says
+// so. It returns what Deliver returns.
+func (s *Service) deliverOutside(caller context.Context, tool *tools.Tool, ws tools.Workspace, args json.RawMessage) (tools.Recorder, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(caller), tool.DeliverTimeout())
+	defer cancel()
+	forward, _ := caller.Value(cancelForwarded{}).(bool)
+	if forward && tool.Upstream != "" {
+		stop := context.AfterFunc(caller, cancel)
+		defer stop()
+	}
+	record, err := tool.Deliver(ctx, ws, args)
+	if err != nil && forward && tool.Upstream != "" && caller.Err() != nil {
+		return nil, apperr.Errorf(apperr.ECONFLICT, "%s", cancelledUpstream)
+	}
+	return record, err
 }
 
 // finish moves applying → applied or failed and writes the audit row, in
