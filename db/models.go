@@ -12,6 +12,19 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ActionLink struct {
+	WorkspaceID   uuid.UUID
+	TokenHash     []byte
+	UserID        uuid.UUID
+	ProposalID    uuid.UUID
+	ApprovalID    uuid.NullUUID
+	ArgumentsHash []byte
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	UsedAt        *time.Time
+	UsedFor       pgtype.Text
+}
+
 type ApiToken struct {
 	ID              uuid.UUID
 	WorkspaceID     uuid.UUID
@@ -299,6 +312,36 @@ type Notebook struct {
 	TrustLevel  string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+}
+
+type Notification struct {
+	WorkspaceID   uuid.UUID
+	ID            int64
+	UserID        uuid.UUID
+	Channel       string
+	Kind          string
+	ProposalID    uuid.UUID
+	ApprovalID    uuid.NullUUID
+	Status        string
+	Attempts      int32
+	NextAttemptAt time.Time
+	LeaseUntil    *time.Time
+	LastError     pgtype.Text
+	CreatedAt     time.Time
+	SentAt        *time.Time
+}
+
+type NotificationPreference struct {
+	WorkspaceID   uuid.UUID
+	UserID        uuid.UUID
+	Email         bool
+	WebhookUrl    pgtype.Text
+	WebhookSecret pgtype.Text
+	QuietStart    pgtype.Int2
+	QuietEnd      pgtype.Int2
+	TimeZone      string
+	DigestMinutes int32
+	UpdatedAt     time.Time
 }
 
 type OauthClient struct {

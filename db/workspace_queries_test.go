@@ -41,6 +41,8 @@ var distributionKeys = map[string]string{
 	"outbox":                "workspace_id",
 	"mcp_sessions":          "workspace_id", // migration 40
 	"mcp_request_states":    "workspace_id", // migration 42
+	"notifications":         "workspace_id", // migration 44
+	"action_links":          "workspace_id", // migration 44
 	// Sign-in counters have no workspace (the account and address are
 	// counted before anyone is in one): distributed by their own bucket.
 	"rate_counters": "bucket",
@@ -55,6 +57,9 @@ var crossWorkspace = map[string]string{
 	"DeleteExpiredRateCounters":     "purge by expiry across buckets (background sweeper)",
 	"DeleteIdleMCPSessions":         "forgets idle MCP sessions across workspaces (background sweeper)",
 	"DeleteExpiredMCPRequestStates": "forgets expired requestState nonces across workspaces (background sweeper)",
+	"DeleteExpiredActionLinks":      "forgets expired one-time links across workspaces (background sweeper)",
+	"ClaimNotifications":            "the notifications sender claims what is due, in any workspace",
+	"FoldNotifications":             "folds a span of the audit log's global feed into every workspace's notifications",
 	"ExpireApprovals":               "the sweeper expires every workspace's overdue packets",
 	"ReconcileApprovedButNotRun":    "start-up repair across workspaces (crash recovery)",
 	"ReconcileRejectedOrExpired":    "start-up repair across workspaces (crash recovery)",

@@ -130,6 +130,8 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/oauth/token", "grant_type=authorization_code&client_id=%s", true, ""},
 		{"POST", "/oauth/authorize", "decision=approve&client_id=%s", true, ""},
 		{"POST", "/tokens/" + tokenID + "/revoke", "note=%s", true, ""},
+		{"POST", "/settings/notifications", "email=1&webhook_url=%s", true, ""},
+		{"POST", "/l/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "action=approve&reason=%s", true, ""},
 		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
 	}
@@ -140,6 +142,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		covered[r.method+" "+routePattern(r.path)] = true
 	}
 	covered["POST /api/v1/conversations/:id/turns/:turn_id/stop"] = covered["POST /api/v1/conversations/:id/turns/:id/stop"]
+	covered["POST /l/:token"] = covered["POST /l/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"]
 	covered["POST /admin/upstreams/:upstream/refresh"] = covered["POST /admin/upstreams/files/refresh"]
 	covered["POST /admin/upstreams/:upstream/tools/:tool/accept"] = covered["POST /admin/upstreams/files/tools/greet/accept"]
 	for _, r := range e.srv.Routes() {

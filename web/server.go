@@ -28,6 +28,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/intent"
 	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
+	"github.com/gatehouse/gatehouse/internal/notify"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/rollup"
@@ -58,6 +59,12 @@ type Config struct {
 	SequenceEvery time.Duration
 	// Chat is the model endpoint conversations chat with (no model: none).
 	Chat chat.Config
+	// Mailer delivers notifications' mail (nil: held in the workspace
+	// outbox); PublicURL starts the links in them (GATEHOUSE_PUBLIC_URL).
+	Mailer    tools.Mailer
+	PublicURL string
+	// NotifyEvery is how often due notifications are sent (1 s).
+	NotifyEvery time.Duration
 }
 
 // Server is the HTTP application.
@@ -77,6 +84,10 @@ type Server struct {
 	receipts *receipts.Service
 	registry *tools.Registry
 	gateway  *mcp.Gateway
+	// notify tells people that a call waits for them (internal/notify);
+	// notified closes when its sender stops.
+	notify   *notify.Service
+	notified chan struct{}
 	// upstreams may be nil: no upstream is configured.
 	upstreams *mcp.Upstreams
 	sessions  *scs.SessionManager
@@ -148,6 +159,9 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	if cfg.SequenceEvery == 0 {
 		cfg.SequenceEvery = 200 * time.Millisecond
 	}
+	if cfg.NotifyEvery == 0 {
+		cfg.NotifyEvery = time.Second
+	}
 	spec, err := loadAPISpec()
 	if err != nil {
 		return nil, err
@@ -174,6 +188,8 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	if s.receipts != nil && cfg.ReceiptKey != nil {
 		s.receipts = s.receipts.WithSigner(receipts.NewSigner(cfg.ReceiptKey))
 	}
+	s.notify = notify.New(pool, log, notify.Options{Mailer: cfg.Mailer, PublicURL: cfg.PublicURL})
+	s.notified = make(chan struct{})
 	s.events = newHub()
 	s.bus = events.NewBus(pool, log)
 	s.flushed = make(chan struct{})
@@ -194,6 +210,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	go s.sweep(s.bg, 10*time.Minute, 15*time.Second)
 	go s.sequence(s.bg, cfg.SequenceEvery)
 	go s.verifyChains(s.bg, time.Second)
+	go s.sendNotifications(s.bg, cfg.NotifyEvery)
 	s.rolledUp = make(chan struct{})
 	go func() { defer close(s.rolledUp); rollup.Run(s.bg, s.log, 250*time.Millisecond, s.rollUps()...) }()
 	go s.listen(s.bg)
@@ -215,6 +232,7 @@ func (s *Server) Close() {
 	<-s.verified
 	<-s.rolledUp
 	<-s.flushed
+	<-s.notified
 }
 
 // sequence chains receipts every so often, so a receipt is chained well
@@ -257,6 +275,7 @@ func (s *Server) rollUps() []rollup.Step {
 	if s.convs != nil {
 		steps = append(steps, s.convs.RollUps()...)
 	}
+	steps = append(steps, s.notify.RollUp)
 	return steps
 }
 
@@ -328,6 +347,7 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 				"sessions": s.q.DeleteExpiredSessions, "idempotency keys": s.q.DeleteExpiredIdempotencyKeys,
 				"rate counters":      s.q.DeleteExpiredRateCounters,
 				"mcp request states": s.q.DeleteExpiredMCPRequestStates,
+				"action links":       s.q.DeleteExpiredActionLinks,
 				"mcp sessions": func(ctx context.Context) (int64, error) {
 					return s.q.DeleteIdleMCPSessions(ctx, time.Now().Add(-24*time.Hour))
 				},

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,35 +28,38 @@ type axeViolation struct {
 	} `json:"nodes"`
 }
 
-// axe-core (vendored under testdata/axe for the tests only; the server
-// never serves it) checks every page in the light and the dark theme; a
-// serious or critical violation fails, naming the rule and the node.
-func TestBrowser_AccessibilityAxeOnEveryPageInBothThemes(t *testing.T) {
+// axeCheck runs axe-core on the page ctx shows and returns its violations.
+// The page's CSP forbids inline scripts, not the debugger's evaluation:
+// axe is injected into the page as is.
+func axeCheck(t *testing.T, ctx context.Context, name string) []axeViolation {
+	t.Helper()
 	src, err := os.ReadFile("testdata/axe/axe.min.js")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](string(src)+"\n;true")); err != nil {
+		t.Fatalf("inject axe on %s: %v", name, err)
+	}
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then(r => JSON.stringify(r.violations))`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe on %s: %v", name, err)
+	}
+	var vs []axeViolation
+	if err := json.Unmarshal([]byte(raw), &vs); err != nil {
+		t.Fatalf("axe result on %s: %v", name, err)
+	}
+	return vs
+}
+
+// axe-core (vendored under testdata/axe for the tests only; the server
+// never serves it) checks every page in the light and the dark theme; a
+// serious or critical violation fails, naming the rule and the node.
+func TestBrowser_AccessibilityAxeOnEveryPageInBothThemes(t *testing.T) {
 	d := seedLook(t)
 	ctx := d.signedIn(t)
 	step(t, ctx, "desktop viewport", chromedp.EmulateViewport(1280, 900))
-	check := func(name string) []axeViolation {
-		t.Helper()
-		// The page's CSP forbids inline scripts, not the debugger's
-		// evaluation: axe is injected into the page as is.
-		if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](string(src)+"\n;true")); err != nil {
-			t.Fatalf("inject axe on %s: %v", name, err)
-		}
-		raw, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then(r => JSON.stringify(r.violations))`,
-			chromedp.EvalAwaitPromise))
-		if err != nil {
-			t.Fatalf("axe on %s: %v", name, err)
-		}
-		var vs []axeViolation
-		if err := json.Unmarshal([]byte(raw), &vs); err != nil {
-			t.Fatalf("axe result on %s: %v", name, err)
-		}
-		return vs
-	}
+	check := func(name string) []axeViolation { t.Helper(); return axeCheck(t, ctx, name) }
 	// The harness finds what it must: an unlabelled input is critical.
 	step(t, ctx, "self-check", chromedp.Navigate(d.s.URL+"/"), chromedp.WaitVisible(chromedp.CSS("main")))
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`document.querySelector('main').insertAdjacentHTML('beforeend', '<input id="unlabelled">'); true`)); err != nil {

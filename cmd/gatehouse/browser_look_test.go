@@ -210,6 +210,7 @@ func (d lookSeed) pages() []struct{ name, path, ready string } {
 		{"packet", "/admin/approvals/" + d.packet, "main"},
 		{"tools", "/tools", "[data-testid=tool]"},
 		{"tokens", "/tokens", "[data-testid=my-tokens]"},
+		{"notifications", "/settings/notifications", "[data-testid=notification-settings]"},
 		{"trust", "/trust", "main"},
 		{"settings", "/admin/settings", "main"},
 		{"receipts", "/admin/receipts", "main"},

@@ -57,6 +57,9 @@ type Config struct {
 	// PolicyFile is gatehouse.yaml: the MCP upstreams behind the gate ("":
 	// none).
 	PolicyFile string
+	// PublicURL is where people reach Gatehouse: notifications' links start
+	// with it ("": http://<addr>).
+	PublicURL string
 	// MCPAllowedOrigins are the browser origins (scheme://host[:port])
 	// that may call /mcp besides the server's own loopback origin; a
 	// request from another Origin gets 403. None by default.
@@ -106,10 +109,14 @@ func loadConfig(name string, args []string, getenv func(string) string, stderr i
 		IdempotencyLease: 60 * time.Second,
 		PprofAddr:        getenv("GATEHOUSE_PPROF_ADDR"),
 		PolicyFile:       getenv("GATEHOUSE_POLICY_FILE"),
+		PublicURL:        strings.TrimRight(strings.TrimSpace(getenv("GATEHOUSE_PUBLIC_URL")), "/"),
 		Getenv:           getenv,
 	}
 	if err := loadLLMConfig(&cfg.LLM, getenv); err != nil {
 		return cfg, err
+	}
+	if u, err := url.Parse(cfg.PublicURL); cfg.PublicURL != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "") {
+		return cfg, usageError("GATEHOUSE_PUBLIC_URL must be an http(s) URL with a host and no query, such as https://gatehouse.example.com")
 	}
 	if cfg.PprofAddr != "" && !isLoopbackAddr(cfg.PprofAddr) {
 		return cfg, usageError("GATEHOUSE_PPROF_ADDR must be a loopback IP address and port, such as 127.0.0.1:6060 or [::1]:6060: profiles expose the process's internals")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -43,8 +44,10 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	// A tool whose contract does not hold stops the server before anything
 	// else starts; the error names the tool.
 	var opts []tools.Option
+	var mailer tools.Mailer
 	if cfg.SMTPAddr != "" {
-		opts = append(opts, tools.WithMailer(tools.SMTPMailer{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}))
+		mailer = tools.SMTPMailer{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
+		opts = append(opts, tools.WithMailer(mailer))
 		log.Info("email.send delivers over SMTP", "addr", cfg.SMTPAddr, "from", cfg.SMTPFrom)
 	}
 	registry, err := tools.Builtin(opts...)
@@ -115,6 +118,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Info("chat with a model", "llm", cfg.LLM)
 	}
 	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
+		Mailer: mailer, PublicURL: cmp.Or(cfg.PublicURL, "http://"+cfg.Addr),
 		Chat: chat.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Models: cfg.LLM.Models}}, log, pool, svc)
 	if err != nil {
 		return err
