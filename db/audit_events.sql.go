@@ -269,3 +269,63 @@ func (q *Queries) ListAuditPartitions(ctx context.Context) ([]ListAuditPartition
 	}
 	return items, nil
 }
+
+const listAuditSpan = `-- name: ListAuditSpan :many
+SELECT id, workspace_id, created_at, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data
+FROM audit_events
+WHERE id > $1::bigint AND id <= $2::bigint
+ORDER BY id
+LIMIT $3
+`
+
+type ListAuditSpanParams struct {
+	After   int64
+	Upto    int64
+	MaxRows int32
+}
+
+type ListAuditSpanRow struct {
+	ID           int64
+	WorkspaceID  uuid.UUID
+	CreatedAt    time.Time
+	ActorKind    string
+	ActorUserID  uuid.NullUUID
+	ActorTokenID uuid.NullUUID
+	Action       string
+	SubjectType  string
+	SubjectID    string
+	Data         json.RawMessage
+}
+
+// The audit rows with ids in (after, upto], oldest first, at most
+// max_rows (every workspace's: the export's global feed).
+func (q *Queries) ListAuditSpan(ctx context.Context, arg ListAuditSpanParams) ([]ListAuditSpanRow, error) {
+	rows, err := q.db.Query(ctx, listAuditSpan, arg.After, arg.Upto, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListAuditSpanRow{}
+	for rows.Next() {
+		var i ListAuditSpanRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.WorkspaceID,
+			&i.CreatedAt,
+			&i.ActorKind,
+			&i.ActorUserID,
+			&i.ActorTokenID,
+			&i.Action,
+			&i.SubjectType,
+			&i.SubjectID,
+			&i.Data,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -60,6 +60,7 @@ var crossWorkspace = map[string]string{
 	"DeleteExpiredActionLinks":      "forgets expired one-time links across workspaces (background sweeper)",
 	"ClaimNotifications":            "the notifications sender claims what is due, in any workspace",
 	"FoldNotifications":             "folds a span of the audit log's global feed into every workspace's notifications",
+	"ListAuditSpan":                 "the audit export's global feed: a span of every workspace's rows, once each",
 	"ExpireApprovals":               "the sweeper expires every workspace's overdue packets",
 	"ReconcileApprovedButNotRun":    "start-up repair across workspaces (crash recovery)",
 	"ReconcileRejectedOrExpired":    "start-up repair across workspaces (crash recovery)",

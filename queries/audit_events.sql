@@ -70,3 +70,12 @@ WITH w AS (
     RETURNING w.upto - w.after AS ids
 )
 SELECT coalesce((SELECT ids FROM moved), 0)::bigint AS folded;
+
+-- name: ListAuditSpan :many
+-- The audit rows with ids in (after, upto], oldest first, at most
+-- max_rows (every workspace's: the export's global feed).
+SELECT id, workspace_id, created_at, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data
+FROM audit_events
+WHERE id > sqlc.arg(after)::bigint AND id <= sqlc.arg(upto)::bigint
+ORDER BY id
+LIMIT sqlc.arg(max_rows);

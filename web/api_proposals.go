@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/telemetry"
 )
 
 type proposalJSON struct {
@@ -160,7 +162,9 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 	idem := begun.Held
 	defer idem.Release(ctx) // a request refused before it recorded anything stores nothing
 	call.Idem = idem
-	p, err := s.props.Propose(ctx, pr, scope, call)
+	p, err := s.cfg.Telemetry.Propose(telemetry.Extract(ctx, c.Request().Header), call.Tool, func(ctx context.Context) (proposals.Proposal, error) {
+		return s.props.Propose(ctx, pr, scope, call)
+	})
 	if err != nil && p.ID != uuid.Nil {
 		// Refused after it was recorded (a human-only call waits for the
 		// principal): a retry gets this same refusal.

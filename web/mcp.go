@@ -28,6 +28,7 @@ func (s *Server) newGateway(upstreams *mcp.Upstreams) *mcp.Gateway {
 		Feedback:       s.feedback,
 		AllowedOrigins: s.cfg.MCPAllowedOrigins,
 		Queries:        s.q,
+		Telemetry:      s.cfg.Telemetry,
 		ApprovalURL:    func(id uuid.UUID) string { return "/admin/approvals/" + id.String() },
 		StoreCall: func(p proposals.Proposal, refused error) (proposals.StoredResponse, error) {
 			if refused != nil {

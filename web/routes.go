@@ -146,7 +146,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/tokens", s.tokensPage, signedIn...)
 	e.POST("/tokens", s.createToken, signedIn...)
 	e.POST("/tokens/:id/revoke", s.revokeToken, signedIn...)
-	s.oauthRoutes(e) // MCP authorization (OAuth 2.1): metadata, registration, consent, tokens
+	s.oauthRoutes(e)            // MCP authorization (OAuth 2.1): metadata, registration, consent, tokens
 	s.notifyRoutes(e, signedIn) // notification settings, and the page a notification's one-time link opens
 	e.GET("/trust", s.trustPage, signedIn...)
 	e.POST("/trust/thresholds", s.setTrustThreshold, signedIn...)

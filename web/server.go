@@ -33,6 +33,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/rollup"
 	"github.com/gatehouse/gatehouse/internal/settings"
+	"github.com/gatehouse/gatehouse/internal/telemetry"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/internal/trust"
 )
@@ -65,6 +66,9 @@ type Config struct {
 	PublicURL string
 	// NotifyEvery is how often due notifications are sent (1 s).
 	NotifyEvery time.Duration
+	// Telemetry exports a span per tool call and the audit log
+	// (OpenTelemetry, JSON lines); nil exports nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Server is the HTTP application.
@@ -188,6 +192,11 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 	if s.receipts != nil && cfg.ReceiptKey != nil {
 		s.receipts = s.receipts.WithSigner(receipts.NewSigner(cfg.ReceiptKey))
 	}
+	if cfg.Telemetry != nil {
+		if err := s.metrics.Register(cfg.Telemetry.Dropped()); err != nil {
+			return nil, err
+		}
+	}
 	s.notify = notify.New(pool, log, notify.Options{Mailer: cfg.Mailer, PublicURL: cfg.PublicURL})
 	s.notified = make(chan struct{})
 	s.events = newHub()
@@ -275,7 +284,7 @@ func (s *Server) rollUps() []rollup.Step {
 	if s.convs != nil {
 		steps = append(steps, s.convs.RollUps()...)
 	}
-	steps = append(steps, s.notify.RollUp)
+	steps = append(steps, s.notify.RollUp, s.cfg.Telemetry.AuditRollUp(s.pool))
 	return steps
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/chat"
 	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/receipts"
+	"github.com/gatehouse/gatehouse/internal/telemetry"
 	"github.com/gatehouse/gatehouse/internal/tools"
 	"github.com/gatehouse/gatehouse/web"
 )
@@ -117,7 +118,21 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if cfg.LLM.Model != "" {
 		log.Info("chat with a model", "llm", cfg.LLM)
 	}
-	srv, err := web.New(web.Config{CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
+	tel, err := telemetry.Setup(ctx, telemetry.Config{Getenv: cfg.Getenv, Version: buildVersion(), AuditJSONL: cfg.Getenv("GATEHOUSE_AUDIT_JSONL")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("flushing telemetry", "err", err)
+		}
+	}()
+	if telemetry.Enabled(cfg.Getenv) {
+		log.Info("exporting tool calls and the audit log over OTLP")
+	}
+	srv, err := web.New(web.Config{Telemetry: tel, CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
 		Mailer: mailer, PublicURL: cmp.Or(cfg.PublicURL, "http://"+cfg.Addr),
 		Chat: chat.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Models: cfg.LLM.Models}}, log, pool, svc)
 	if err != nil {
@@ -189,4 +204,13 @@ func loadReceiptKey(path string, log *slog.Logger) (ed25519.PrivateKey, error) {
 		log.Warn("the receipt signing key is readable by others than its owner; chmod 600 it", "path", path, "mode", fi.Mode().Perm().String())
 	}
 	return key, nil
+}
+
+// buildVersion is the module's version as the build recorded it ("dev"
+// for a build from a work tree).
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "dev"
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/feedback"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/telemetry"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -48,6 +49,8 @@ type Options struct {
 	// SessionTimeout closes an MCP session left idle this long (30 min
 	// when zero).
 	SessionTimeout time.Duration
+	// Telemetry exports a span per call (nil: none).
+	Telemetry *telemetry.Telemetry
 	// Queries keeps each session's binding in PostgreSQL (mcp_sessions),
 	// so that any instance serves it (sessions.go). Nil: sessions live in
 	// this process only.

@@ -18,6 +18,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/strictjson"
+	"github.com/gatehouse/gatehouse/internal/telemetry"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -227,6 +228,9 @@ func (s *session) callTool(name string) sdk.ToolHandler {
 		// request) or ends its session, not when a 2025-11-25 session's
 		// connection drops: an upstream call is cancelled with it.
 		ctx = proposals.ForwardsCancellation(ctx)
+		if req.Extra != nil {
+			ctx = telemetry.Extract(ctx, req.Extra.Header) // inside the agent's trace
+		}
 		tool, ok := s.g.registry.Get(name)
 		if !ok {
 			return toolError(fmt.Sprintf("No tool is named %q any more; list the tools again.", name), nil), nil
@@ -319,7 +323,7 @@ func (s *session) propose(ctx context.Context, p auth.Principal, scope proposals
 		idem := begun.Held
 		defer idem.Release(ctx) // a call refused before it recorded anything stores nothing
 		in.Idem = idem
-		out, err := s.g.props.Propose(ctx, p, scope, in)
+		out, err := s.g.opts.Telemetry.Propose(ctx, in.Tool, func(ctx context.Context) (proposals.Proposal, error) { return s.g.props.Propose(ctx, p, scope, in) })
 		if out.ID != uuid.Nil && s.g.opts.StoreCall != nil {
 			stored, serr := s.g.opts.StoreCall(out, err)
 			if serr == nil {
@@ -334,7 +338,7 @@ func (s *session) propose(ctx context.Context, p auth.Principal, scope proposals
 		}
 		return s.outcome(out), nil
 	}
-	out, err := s.g.props.Propose(ctx, p, scope, in)
+	out, err := s.g.opts.Telemetry.Propose(ctx, in.Tool, func(ctx context.Context) (proposals.Proposal, error) { return s.g.props.Propose(ctx, p, scope, in) })
 	if err != nil {
 		return s.refused(err), nil
 	}

@@ -317,4 +317,3 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
-
