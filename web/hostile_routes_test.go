@@ -179,6 +179,16 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		"a control char":     "a%1Bb",
 		"a malformed escape": "a%zzb",
 	}
+	// What the fixture's waiting calls start in the background (their
+	// notifications, held in the outbox without a mail server) settles
+	// first: after this, only the hostile requests could change a table.
+	waitFor(t, "the fixture's notifications to be sent", func() bool {
+		var pending int
+		var behind bool
+		err := e.pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM notifications WHERE status IN ('queued', 'sending')),
+			(SELECT f.folded_to < (SELECT coalesce(max(id), 0) FROM audit_events) FROM rollup_feeds f WHERE f.feed = 'notifications')`).Scan(&pending, &behind)
+		return err == nil && pending == 0 && !behind
+	})
 	before := fingerprint(t, e)
 	owner.get("/conversations")
 	for _, r := range routes {
