@@ -256,6 +256,30 @@ type Feedback struct {
 	UpdatedAt          time.Time
 }
 
+type Grant struct {
+	WorkspaceID    uuid.UUID
+	ID             uuid.UUID
+	OwnerID        uuid.UUID
+	GrantedBy      uuid.UUID
+	ConversationID uuid.NullUUID
+	NotebookID     uuid.NullUUID
+	TokenID        uuid.NullUUID
+	Tool           pgtype.Text
+	ActionClass    pgtype.Text
+	Ceiling        string
+	ApproverRole   pgtype.Text
+	Bounds         json.RawMessage
+	MaxCalls       int32
+	Remaining      int32
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+	RevokedAt      *time.Time
+	RevokedBy      uuid.NullUUID
+	LastUsedAt     *time.Time
+	ProposalID     uuid.NullUUID
+	ApprovalID     uuid.NullUUID
+}
+
 type IdempotencyKey struct {
 	WorkspaceID         uuid.UUID
 	Tool                string

@@ -1028,12 +1028,20 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 
 const readConversationForDecision = `-- name: ReadConversationForDecision :one
 SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
-       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
+       (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
+                                            'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
+                                            'max_calls', g.max_calls, 'expires_at', g.expires_at) ORDER BY g.expires_at, g.id)
+        FROM grants g
+        WHERE g.workspace_id = c.workspace_id AND g.owner_id = c.owner_id AND g.revoked_at IS NULL AND g.remaining > 0 AND g.expires_at > now()
+          AND (g.conversation_id = c.id OR g.token_id = $1)
+       )::jsonb AS grants
 FROM conversations c JOIN workspaces w ON w.id = c.workspace_id
-WHERE c.id = $1 AND c.workspace_id = $2 AND c.owner_id = $3
+WHERE c.id = $2 AND c.workspace_id = $3 AND c.owner_id = $4
 `
 
 type ReadConversationForDecisionParams struct {
+	TokenID     uuid.NullUUID
 	ID          uuid.UUID
 	WorkspaceID uuid.UUID
 	OwnerID     uuid.UUID
@@ -1048,13 +1056,25 @@ type ReadConversationForDecisionRow struct {
 	RationaleMode       string
 	RationaleWarnUntil  *time.Time
 	OpenViolations      []string
+	Grants              json.RawMessage
 }
 
 // Everything the decision reads about a call in a conversation, in one
 // round trip: the conversation's mode (owner-scoped: another user's is not
-// found), the workspace's settings and the classes with an open violation.
+// found), the workspace's settings, the classes with an open violation
+// and the live grants that may apply here (migration 46: the
+// conversation's and those of the calling token; NULL when there are
+// none, as in almost every scope). Only grants is read for them, through
+// grants_live_idx: every relation a statement names costs each call its
+// executor start-up, so the grantor's email and whether they still hold
+// the grant's role are read when a grant is used (UseGrant).
 func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConversationForDecisionParams) (ReadConversationForDecisionRow, error) {
-	row := q.db.QueryRow(ctx, readConversationForDecision, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	row := q.db.QueryRow(ctx, readConversationForDecision,
+		arg.TokenID,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.OwnerID,
+	)
 	var i ReadConversationForDecisionRow
 	err := row.Scan(
 		&i.PermissionMode,
@@ -1065,18 +1085,27 @@ func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConve
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
 		&i.OpenViolations,
+		&i.Grants,
 	)
 	return i, err
 }
 
 const readNotebookForDecision = `-- name: ReadNotebookForDecision :one
 SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
-       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations
+       ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
+       (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
+                                            'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
+                                            'max_calls', g.max_calls, 'expires_at', g.expires_at) ORDER BY g.expires_at, g.id)
+        FROM grants g
+        WHERE g.workspace_id = n.workspace_id AND g.owner_id = n.owner_id AND g.revoked_at IS NULL AND g.remaining > 0 AND g.expires_at > now()
+          AND (g.notebook_id = n.id OR g.token_id = $1)
+       )::jsonb AS grants
 FROM notebooks n JOIN workspaces w ON w.id = n.workspace_id
-WHERE n.id = $1 AND n.workspace_id = $2 AND n.owner_id = $3
+WHERE n.id = $2 AND n.workspace_id = $3 AND n.owner_id = $4
 `
 
 type ReadNotebookForDecisionParams struct {
+	TokenID     uuid.NullUUID
 	ID          uuid.UUID
 	WorkspaceID uuid.UUID
 	OwnerID     uuid.UUID
@@ -1091,11 +1120,17 @@ type ReadNotebookForDecisionRow struct {
 	RationaleMode       string
 	RationaleWarnUntil  *time.Time
 	OpenViolations      []string
+	Grants              json.RawMessage
 }
 
 // The same for a cell in a notebook: its trust level.
 func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookForDecisionParams) (ReadNotebookForDecisionRow, error) {
-	row := q.db.QueryRow(ctx, readNotebookForDecision, arg.ID, arg.WorkspaceID, arg.OwnerID)
+	row := q.db.QueryRow(ctx, readNotebookForDecision,
+		arg.TokenID,
+		arg.ID,
+		arg.WorkspaceID,
+		arg.OwnerID,
+	)
 	var i ReadNotebookForDecisionRow
 	err := row.Scan(
 		&i.TrustLevel,
@@ -1106,6 +1141,7 @@ func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookF
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
 		&i.OpenViolations,
+		&i.Grants,
 	)
 	return i, err
 }

@@ -96,9 +96,10 @@ func constraintsFromJSON(body []byte) ([]policy.Constraint, error) {
 }
 
 // approveFormFields are the fields the approve form may carry;
-// irreversible_ack is the page's second confirmation (see approveApproval).
-var approveFormFields = []string{"_csrf", "irreversible_ack", "dry_run_only", "internal_only", "staging_only", "requires_witness",
-	"recipient_allowlist", "domain_allowlist", "max_amount", "expires_at", "redaction_rules"}
+// irreversible_ack is the page's second confirmation (see approveApproval),
+// the grant_ fields its "allow similar" choice (grants.go).
+var approveFormFields = append([]string{"_csrf", "irreversible_ack", "dry_run_only", "internal_only", "staging_only", "requires_witness",
+	"recipient_allowlist", "domain_allowlist", "max_amount", "expires_at", "redaction_rules"}, grantFormFields...)
 
 // constraintsFromForm reads the approve form's optional constraints; a field
 // the form does not have is refused, naming it.

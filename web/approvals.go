@@ -647,6 +647,18 @@ func (s *Server) approveApproval(c echo.Context) error {
 				apperr.FieldError{Field: "irreversible_ack", Message: "is required for a call that cannot be undone"}))
 		}
 	}
+	if form, ferr := c.FormParams(); ferr == nil && grantsFormChosen(form) {
+		// Approve and allow similar (grants.go): one transaction.
+		choice, err := grantChoiceFromForm(form)
+		if err != nil {
+			return s.resolved(c, id, "approve", proposals.Approval{}, proposals.Proposal{}, err)
+		}
+		a, p, err := s.props.ApproveAndGrant(c.Request().Context(), principal(c), id, constraints, choice)
+		if err == nil {
+			grantsChanged(c)
+		}
+		return s.resolved(c, id, "approve", a, p, err)
+	}
 	a, p, err := s.props.Approve(c.Request().Context(), principal(c), id, constraints)
 	return s.resolved(c, id, "approve", a, p, err)
 }

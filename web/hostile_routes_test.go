@@ -33,7 +33,7 @@ func fingerprint(t *testing.T, e *env) string {
 	var out strings.Builder
 	for _, table := range []string{"workspaces", "users", "workspace_members", "approver_roles", "api_tokens", "conversations", "messages",
 		"notebooks", "proposals", "approvals", "approval_votes", "records", "outbox", "idempotency_keys", "rate_counters", "audit_events", "payment_requests",
-		"receipts", "evidence", "trust_violations", "trust_thresholds", "feedback"} {
+		"receipts", "evidence", "trust_violations", "trust_thresholds", "feedback", "grants"} {
 		var sum string
 		row := "t::text"
 		if table == "api_tokens" {
@@ -76,6 +76,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 	if err := e.pool.QueryRow(t.Context(), "SELECT id::text FROM api_tokens WHERE name = 'test agent' LIMIT 1").Scan(&tokenID); err != nil {
 		t.Fatal(err)
 	}
+	_, grant := e.api("POST", "/api/v1/grants", user, map[string]any{"tool": "records.put", "conversation_id": conv["id"], "duration_minutes": 30, "max_calls": 3})
 	toolCall := `{"tool": "records.put", "arguments": {"collection": "c", "key": %s, "value": {}}, "rationale": "a hostile call"}`
 	routes := []hostileRoute{
 		{"POST", "/api/v1/conversations", `{"title": %s}`, false, user},
@@ -134,6 +135,9 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/l/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "action=approve&reason=%s", true, ""},
 		{"POST", "/admin/upstreams/files/refresh", "note=%s", true, ""},
 		{"POST", "/admin/upstreams/files/tools/greet/accept", "hash=%s", true, ""},
+		{"POST", "/api/v1/grants", `{"tool": %s, "conversation_id": "` + conv["id"].(string) + `", "duration_minutes": 30, "max_calls": 3}`, false, user},
+		{"POST", "/api/v1/grants/" + grant["id"].(string) + "/revoke", `{"reason": %s}`, false, user},
+		{"POST", "/grants/" + grant["id"].(string) + "/revoke", "note=%s", true, ""},
 	}
 	// Every state-changing route is in the table (sign-out, which takes
 	// no input, aside).

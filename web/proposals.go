@@ -64,6 +64,18 @@ func (s *Server) applyProposal(c echo.Context) error {
 			return s.renderCard(c, id, proposals.Proposal{}, err, form)
 		}
 	}
+	if grantsFormChosen(form) {
+		// Approve and allow similar (grants.go): one transaction.
+		choice, err := grantChoiceFromForm(form)
+		if err != nil {
+			return s.renderCard(c, id, proposals.Proposal{}, err, form)
+		}
+		p, err := s.props.ApplyAndGrant(ctx, pr, id, edited, choice)
+		if err == nil {
+			grantsChanged(c)
+		}
+		return s.renderCard(c, id, p, err, form)
+	}
 	p, err := s.props.Apply(ctx, pr, id, edited)
 	return s.renderCard(c, id, p, err, form)
 }
@@ -138,6 +150,9 @@ func decisionLines(proposed, effect *policy.Decision) []views.DecisionLine {
 				break
 			}
 		}
+		if d.d.Grant != nil {
+			line.Reason = d.d.Layers[len(d.d.Layers)-1].Reason // the grant that let it through
+		}
 		out = append(out, line)
 	}
 	return out
@@ -178,6 +193,9 @@ func decidedHow(p proposals.Proposal) string {
 	}
 	switch p.ApplyPath {
 	case proposals.PathAuto:
+		if p.Decision != nil && p.Decision.Grant != nil {
+			return "Ran under a grant"
+		}
 		return "Ran automatically"
 	case proposals.PathApproval:
 		return "Approved"
@@ -263,7 +281,10 @@ func (s *Server) cardOf(p proposals.Proposal, proposer, decider string) views.Pr
 		Risk:     string(p.Risk), Authority: string(p.Authority), ActionClass: p.ActionClass,
 		CreatedAt: p.CreatedAt, Irreversible: irreversibleNote(p),
 	}
-	card.Proposer, card.DecidedBy = proposer, decider
+	card.Proposer, card.DecidedBy, card.ViaToken = proposer, decider, p.ProposedByTokenID.Valid
+	if p.Decision != nil && p.Decision.Grant != nil {
+		card.DecidedBy = p.Decision.Grant.GrantedBy // who granted it, not the owner it ran for
+	}
 	if card.DecidedHow = decidedHow(p); card.DecidedHow != "" {
 		switch {
 		case p.ClaimedAt != nil:

@@ -117,6 +117,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/home/live", s.homeLive, signedIn...)
 	e.GET("/audit", s.auditPage, signedIn...)
 	e.GET("/tools", s.toolsPage, signedIn...)
+	s.grantRoutes(e) // grants ("allow similar"): /grants, the scope header's count, revoke, and /api/v1/grants
 	e.GET("/conversations", s.conversationsPage, signedIn...)
 	e.POST("/conversations", s.createConversation, signedIn...)
 	e.GET("/conversations/:id", s.conversationPage, signedIn...)

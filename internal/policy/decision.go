@@ -155,6 +155,14 @@ type Call struct {
 	// TokenScope narrows what the caller's API token may call; nil for a
 	// browser session or an unscoped token.
 	TokenScope *TokenScope `json:"token_scope,omitempty"`
+
+	// Grants (grant.go): the scope's live grants, read with its row, the
+	// tool's authority class, and the facts grant bounds are checked
+	// against. Not kept with the call's inputs: a past call is decided
+	// again (the shadow preview) under settings, not grants.
+	Grants     []Grant   `json:"-"`
+	Authority  Authority `json:"-"`
+	GrantFacts Facts     `json:"-"`
 }
 
 // TokenScope is what an API token may call: only the listed tools (nil:
@@ -320,6 +328,9 @@ type Decision struct {
 	// ActionClass is the class the call was decided as (computed from the
 	// arguments it was decided on).
 	ActionClass string `json:"action_class,omitempty"`
+	// Grant is the grant that allowed the call instead of a person (nil:
+	// none did).
+	Grant *GrantUse `json:"grant,omitempty"`
 }
 
 // Decide runs the scope, contract, risk, class, constraint and token
@@ -335,6 +346,11 @@ type Decision struct {
 //
 // In a conversation the allowed disposition is DecideToolDisposition's, so
 // auto-apply is reachable only through (mutate, auto).
+//
+// When the call's scope has live grants (c.Grants), a seventh layer, the
+// grant layer (grant.go), runs last: the one exception to "only tighten",
+// it may let a call that waits for a person through instead, with the
+// disposition "grant" and the grant named in Decision.Grant.
 func Decide(c Call, classes *ClassRegistry) Decision {
 	layers := []Verdict{ScopeLayer(c), ContractLayer(c), RiskLayer(c), ClassLayer(c, classes), ConstraintLayer(c), TokenLayer(c)}
 	states := make([]State, len(layers))
@@ -342,13 +358,17 @@ func Decide(c Call, classes *ClassRegistry) Decision {
 		states[i] = v.State
 	}
 	state := Strictest(states...)
-	return Decision{
+	d := Decision{
 		State:       state,
 		Disposition: dispositionOf(c, state),
 		Layers:      layers,
 		Constraints: slices.Clone(c.Constraints),
 		ActionClass: c.ActionClass,
 	}
+	if len(c.Grants) > 0 {
+		decideGrant(c, classes, &d)
+	}
+	return d
 }
 
 // dispositionOf maps a final state to a disposition; see Decide. An allowed

@@ -19,6 +19,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/events"
+	"github.com/gatehouse/gatehouse/internal/grants"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -513,6 +514,12 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 // attached by every approver are checked when the call runs; a call that
 // breaks one ends failed with the reason, its packet approved.
 func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, constraints []policy.Constraint) (Approval, Proposal, error) {
+	return s.approve(ctx, p, id, constraints, nil)
+}
+
+// approve is Approve, and with a grant chosen (ApproveAndGrant) creates
+// the grant with the call's claim.
+func (s *Service) approve(ctx context.Context, p auth.Principal, id uuid.UUID, constraints []policy.Constraint, grant *grants.Choice) (Approval, Proposal, error) {
 	if constraints == nil {
 		constraints = []policy.Constraint{}
 	}
@@ -562,6 +569,11 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 	}
 	witness := a.RequiresWitness || slices.ContainsFunc(attached, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness }) ||
 		slices.ContainsFunc(ec.d.constraints, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness })
+	if grant != nil && witness {
+		// No grant stands in for a second approver: refused, nothing done.
+		return Approval{}, Proposal{}, apperr.Invalid("This packet needs a witness: a grant never stands in for a second approver. Nothing was done.",
+			apperr.FieldError{Field: "grant", Message: "cannot be given on a packet that needs a witness"})
+	}
 	if witness && len(approvers) < 2 {
 		if !a.RequiresWitness {
 			if err := q.RequireWitness(ctx, db.RequireWitnessParams{ID: id, WorkspaceID: a.WorkspaceID}); err != nil {
@@ -630,6 +642,11 @@ func (s *Service) Approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		}
 		s.announce(row, true)
 		return out, fromRow(row), nil
+	}
+	if grant != nil {
+		if err := s.grantWith(ctx, q, p, ec, policy.StateDeferred, uuid.NullUUID{UUID: id, Valid: true}, a.ApproverRole, witness, *grant); err != nil {
+			return Approval{}, Proposal{}, err
+		}
 	}
 	ran, err := s.run(ctx, tx, q, p, claimed, ec.tool, ec.args, ec.d.ws, PathApproval, allConstraints(ec.d, ec.stored))
 	// run announced the call's changes; the packet was resolved with its claim.

@@ -189,7 +189,11 @@ func recordedAt(row db.Proposal, createdAt time.Time) Proposal {
 func (s *Service) autoRecord(p auth.Principal, id uuid.UUID, params db.InsertProposalParams,
 	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (db.RecordAutoCallParams, db.Proposal, error) {
 	status, action := StatusApplied, "proposal.applied"
-	finished := map[string]any{"path": PathAuto, "tool": tool.Name}
+	path := PathAuto
+	if underGrant(created) {
+		path = PathGrant // a grant let it through: said so in its audit row and receipt
+	}
+	finished := map[string]any{"path": path, "tool": tool.Name}
 	if failure != "" {
 		status, action = StatusFailed, "proposal.failed"
 		finished["error"] = failure
@@ -210,7 +214,7 @@ func (s *Service) autoRecord(p auth.Principal, id uuid.UUID, params db.InsertPro
 		Decision: params.Decision, EffectDecision: params.Decision, Arguments: params.Arguments, Rationale: params.Rationale}
 	now := time.Now()
 	// The content hash is the sequencer's to compute, in its batch.
-	rc, err := receipts.PrepareUnhashed(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(PathAuto), shape, failure), now)
+	rc, err := receipts.PrepareUnhashed(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(path), shape, failure), now)
 	if err != nil {
 		return db.RecordAutoCallParams{}, db.Proposal{}, err
 	}

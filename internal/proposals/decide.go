@@ -57,7 +57,11 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 	if err != nil {
 		return decision{}, err
 	}
-	return s.decideOn(rc, p, scope, tool, args)
+	d, err := s.decideOn(rc, p, scope, tool, args)
+	if err != nil {
+		return decision{}, err
+	}
+	return s.namedGrantor(ctx, q, p, scope, tool, args, rc, d)
 }
 
 // beginDeciding starts a call's transaction and reads what its decision
@@ -98,7 +102,15 @@ func (s *Service) decideOn(rc decisionRows, p auth.Principal, scope Scope, tool 
 		// The caller's token may narrow what it calls (the token layer).
 		Tool: tool.Name, TokenScope: p.TokenScope,
 	}
-	return decision{Decision: policy.Decide(call, s.tools.Classes()), scope: rc.scope, class: class, ws: ws, constraints: constraints,
+	if len(rc.grants) > 0 {
+		// The grant layer (grants.go): only in a scope with live grants.
+		call.Grants, call.Authority, call.GrantFacts = rc.grants, tool.Contract.Authority, s.grantFacts(tool, argMap, ws)
+	}
+	dec := policy.Decide(call, s.tools.Classes())
+	if dec.Grant != nil {
+		constraints = append(constraints, grantBounds(rc.grants, dec.Grant.ID)...)
+	}
+	return decision{Decision: dec, scope: rc.scope, class: class, ws: ws, constraints: constraints,
 		rationaleMin: rc.rationaleMin, rationaleWarnUntil: rc.rationaleWarnUntil, call: call}, nil
 }
 
@@ -110,6 +122,8 @@ type decisionRows struct {
 	// rationaleWarnUntil is the end of the workspace's warn mode (nil: strict).
 	rationaleWarnUntil *time.Time
 	openViolations     []string
+	// grants are the live grants that may apply (grants.go; nil: none).
+	grants []policy.Grant
 }
 
 // warnUntil is the end of a workspace's rationale warn mode, nil in strict mode.
@@ -126,7 +140,8 @@ func warnUntil(mode string, until *time.Time) *time.Time {
 func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Principal, scope Scope, tool *tools.Tool) (decisionRows, error) {
 	switch scope.Kind {
 	case ScopeConversation:
-		r, err := q.ReadConversationForDecision(ctx, db.ReadConversationForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		r, err := q.ReadConversationForDecision(ctx, db.ReadConversationForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID,
+			TokenID: nullUUID(p.TokenID)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return decisionRows{}, conversations.ErrNotFound
 		}
@@ -138,9 +153,11 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))},
 			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
 			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
+			grants: s.decodeGrants(r.Grants),
 		}, nil
 	case ScopeNotebook:
-		r, err := q.ReadNotebookForDecision(ctx, db.ReadNotebookForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID})
+		r, err := q.ReadNotebookForDecision(ctx, db.ReadNotebookForDecisionParams{ID: scope.ID, WorkspaceID: p.WorkspaceID, OwnerID: p.UserID,
+			TokenID: nullUUID(p.TokenID)})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return decisionRows{}, notebooks.ErrNotFound
 		}
@@ -157,6 +174,7 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 			scope:        scopeDecision{trust: trust, disposition: string(gate)},
 			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
 			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
+			grants: s.decodeGrants(r.Grants),
 		}, nil
 	}
 	return decisionRows{}, fmt.Errorf("proposals: unknown scope %q", scope.Kind)

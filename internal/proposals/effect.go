@@ -75,7 +75,7 @@ func (s *Service) atEffect(ctx context.Context, q *db.Queries, p auth.Principal,
 	}
 	owner := p
 	owner.UserID = cur.OwnerID
-	d, err := s.decide(ctx, q, owner, scopeOf(cur), tool, args)
+	d, err := s.decideForPerson(ctx, q, owner, scopeOf(cur), tool, args)
 	if err != nil {
 		return effectCall{}, err
 	}

@@ -349,7 +349,7 @@ func (s *Service) groupRun(ctx context.Context, calls []*grouped) ([]*member, *c
 // the single path's.
 func (s *Service) groupMember(g *grouped, rows decisionRows) (*member, bool) {
 	d, err := s.decideOn(rows, g.p, g.scope, g.c.tool, g.c.args)
-	if err != nil || d.State != policy.StateAllowed || len(d.constraints) > 0 ||
+	if err != nil || d.State != policy.StateAllowed || len(d.constraints) > 0 || d.Grant != nil ||
 		policy.AtEffect(policy.PathAuto, d.State, d.State) != policy.OutcomeRun {
 		return nil, false
 	}

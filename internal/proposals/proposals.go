@@ -27,6 +27,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/cursor"
 	"github.com/gatehouse/gatehouse/internal/events"
+	"github.com/gatehouse/gatehouse/internal/grants"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/strictjson"
@@ -172,13 +173,15 @@ type Service struct {
 	group *group
 	// cursorKey signs the approvals queue's cursors.
 	cursorKey *cursor.Key
+	// grantsSvc creates the grants chosen with an approval (grants.go).
+	grantsSvc *grants.Service
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
 	q := db.New(pool)
 	s := &Service{pool: pool, q: q, tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production",
-		cursorKey: cursor.NewKey(q)}
+		cursorKey: cursor.NewKey(q), grantsSvc: grants.NewService(pool, registry)}
 	s.SetGroupCommit(DefaultGroupWriters(pool.Config().MaxConns))
 	return s
 }
@@ -364,6 +367,9 @@ func createdData(c checked, d decision, scope Scope, warning string) map[string]
 		// Counted on the intent view.
 		data["rationale_warning"] = true
 	}
+	if d.Grant != nil {
+		data["grant_id"] = d.Grant.ID
+	}
 	return data
 }
 
@@ -476,6 +482,14 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 		}
 		return Proposal{}, err
 	}
+	if d.Grant != nil {
+		// A grant allows it: one call is taken off the grant here, or, if
+		// it was used up meanwhile, the call waits for a person as before.
+		if d, err = s.useGrant(ctx, q, p, scope, c, rows, d); err != nil {
+			return Proposal{}, err
+		}
+		auditData = createdData(c, d, scope, warning)
+	}
 	// The automatic path's decision is its effect-time decision: taken in
 	// this transaction, from the rows as they are now.
 	outcome := policy.AtEffect(policy.PathAuto, d.State, d.State)
@@ -542,7 +556,7 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 	if outcome == policy.OutcomeRun {
 		// In-database tools run here and commit with the record: done, or
 		// not started. Outside tools commit the claim, then run.
-		path := PathAuto
+		path := autoPath(d)
 		if confirmed {
 			path = PathHuman
 		}
@@ -594,7 +608,7 @@ func (s *Service) Apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if p.IsAgent() {
 		return Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "Agent tokens cannot approve proposals; the owner of the conversation or notebook does.")
 	}
-	return s.apply(ctx, p, id, edited, policy.PathOwner)
+	return s.apply(ctx, p, id, edited, policy.PathOwner, nil)
 }
 
 // Perform records that the owner performed a human-only action (a payment)
@@ -610,7 +624,7 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 	if cur.Decision == nil || cur.Decision.State != policy.StateHumanOnly {
 		return Proposal{}, apperr.Errorf(apperr.ECONFLICT, "This is not a human-only action; approve or reject it instead.")
 	}
-	return s.apply(ctx, p, id, nil, policy.PathPerformed)
+	return s.apply(ctx, p, id, nil, policy.PathPerformed, nil)
 }
 
 // apply is the path to effect of the owner's confirm (Apply, Run) and of
@@ -618,8 +632,9 @@ func (s *Service) Perform(ctx context.Context, p auth.Principal, id uuid.UUID) (
 // proposal, decides the call again on what will run (policy.AtEffect), and
 // then runs it (claim, execute, record), opens an approval packet for it
 // when it now needs an approver, or refuses it with the new decision. See
-// effect.go.
-func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path policy.Path) (Proposal, error) {
+// effect.go. With a grant chosen (ApplyAndGrant), the grant is created
+// with the claim, in the same transaction.
+func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edited json.RawMessage, path policy.Path, grant *grants.Choice) (Proposal, error) {
 	tx, begin, err := s.beginCall(ctx)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: begin: %w", err)
@@ -642,6 +657,9 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	if err != nil {
 		return Proposal{}, err
 	}
+	if grant != nil && ec.outcome == policy.OutcomeEscalate {
+		return Proposal{}, grantNeedsApprover(ec)
+	}
 	switch ec.outcome {
 	case policy.OutcomeRun:
 	case policy.OutcomeEscalate:
@@ -659,6 +677,11 @@ func (s *Service) apply(ctx context.Context, p auth.Principal, id uuid.UUID, edi
 	claimed, err := s.claim(ctx, tx, q, p, ec, path)
 	if err != nil {
 		return Proposal{}, err
+	}
+	if grant != nil {
+		if err := s.grantWith(ctx, q, p, ec, policy.StateReviewRequired, uuid.NullUUID{}, "", false, *grant); err != nil {
+			return Proposal{}, err
+		}
 	}
 	return s.run(ctx, tx, q, p, claimed, ec.tool, ec.args, ec.d.ws, auditPath(path), cs)
 }

@@ -85,8 +85,8 @@ func (s *Service) executed(ctx context.Context, q *db.Queries, p auth.Principal,
 	if err != nil {
 		return err
 	}
-	if path == PathAuto {
-		return nil
+	if path == PathAuto || path == PathGrant {
+		return nil // nobody judged it: no evidence
 	}
 	label := trust.LabelApproved
 	if len(row.AppliedArguments) > 0 {

@@ -163,6 +163,7 @@ const (
 	DecisionLayersLayerClass       DecisionLayersLayer = "class"
 	DecisionLayersLayerConstraints DecisionLayersLayer = "constraints"
 	DecisionLayersLayerContract    DecisionLayersLayer = "contract"
+	DecisionLayersLayerGrant       DecisionLayersLayer = "grant"
 	DecisionLayersLayerRisk        DecisionLayersLayer = "risk"
 	DecisionLayersLayerScope       DecisionLayersLayer = "scope"
 	DecisionLayersLayerToken       DecisionLayersLayer = "token"
@@ -177,6 +178,8 @@ func (e DecisionLayersLayer) Valid() bool {
 		return true
 	case DecisionLayersLayerContract:
 		return true
+	case DecisionLayersLayerGrant:
+		return true
 	case DecisionLayersLayerRisk:
 		return true
 	case DecisionLayersLayerScope:
@@ -190,28 +193,28 @@ func (e DecisionLayersLayer) Valid() bool {
 
 // Defines values for DecisionState.
 const (
-	Allowed                DecisionState = "allowed"
-	AllowedWithConstraints DecisionState = "allowed_with_constraints"
-	Blocked                DecisionState = "blocked"
-	Deferred               DecisionState = "deferred"
-	HumanOnly              DecisionState = "human_only"
-	ReviewRequired         DecisionState = "review_required"
+	DecisionStateAllowed                DecisionState = "allowed"
+	DecisionStateAllowedWithConstraints DecisionState = "allowed_with_constraints"
+	DecisionStateBlocked                DecisionState = "blocked"
+	DecisionStateDeferred               DecisionState = "deferred"
+	DecisionStateHumanOnly              DecisionState = "human_only"
+	DecisionStateReviewRequired         DecisionState = "review_required"
 )
 
 // Valid indicates whether the value is a known member of the DecisionState enum.
 func (e DecisionState) Valid() bool {
 	switch e {
-	case Allowed:
+	case DecisionStateAllowed:
 		return true
-	case AllowedWithConstraints:
+	case DecisionStateAllowedWithConstraints:
 		return true
-	case Blocked:
+	case DecisionStateBlocked:
 		return true
-	case Deferred:
+	case DecisionStateDeferred:
 		return true
-	case HumanOnly:
+	case DecisionStateHumanOnly:
 		return true
-	case ReviewRequired:
+	case DecisionStateReviewRequired:
 		return true
 	default:
 		return false
@@ -341,6 +344,93 @@ func (e FeedbackSubmittedBy) Valid() bool {
 	case FeedbackSubmittedByAgent:
 		return true
 	case FeedbackSubmittedByUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GrantCeiling.
+const (
+	GrantCeilingDeferred       GrantCeiling = "deferred"
+	GrantCeilingReviewRequired GrantCeiling = "review_required"
+)
+
+// Valid indicates whether the value is a known member of the GrantCeiling enum.
+func (e GrantCeiling) Valid() bool {
+	switch e {
+	case GrantCeilingDeferred:
+		return true
+	case GrantCeilingReviewRequired:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GrantScope.
+const (
+	GrantScopeConversation GrantScope = "conversation"
+	GrantScopeNotebook     GrantScope = "notebook"
+	GrantScopeToken        GrantScope = "token"
+)
+
+// Valid indicates whether the value is a known member of the GrantScope enum.
+func (e GrantScope) Valid() bool {
+	switch e {
+	case GrantScopeConversation:
+		return true
+	case GrantScopeNotebook:
+		return true
+	case GrantScopeToken:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GrantStatus.
+const (
+	GrantStatusActive  GrantStatus = "active"
+	GrantStatusExpired GrantStatus = "expired"
+	GrantStatusRevoked GrantStatus = "revoked"
+	GrantStatusUsedUp  GrantStatus = "used_up"
+)
+
+// Valid indicates whether the value is a known member of the GrantStatus enum.
+func (e GrantStatus) Valid() bool {
+	switch e {
+	case GrantStatusActive:
+		return true
+	case GrantStatusExpired:
+		return true
+	case GrantStatusRevoked:
+		return true
+	case GrantStatusUsedUp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for GrantBoundKind.
+const (
+	GrantBoundKindDomainAllowlist    GrantBoundKind = "domain_allowlist"
+	GrantBoundKindInternalOnly       GrantBoundKind = "internal_only"
+	GrantBoundKindMaxAmount          GrantBoundKind = "max_amount"
+	GrantBoundKindRecipientAllowlist GrantBoundKind = "recipient_allowlist"
+)
+
+// Valid indicates whether the value is a known member of the GrantBoundKind enum.
+func (e GrantBoundKind) Valid() bool {
+	switch e {
+	case GrantBoundKindDomainAllowlist:
+		return true
+	case GrantBoundKindInternalOnly:
+		return true
+	case GrantBoundKindMaxAmount:
+		return true
+	case GrantBoundKindRecipientAllowlist:
 		return true
 	default:
 		return false
@@ -847,40 +937,76 @@ func (e ListApprovalsParamsRisk) Valid() bool {
 
 // Defines values for ApproveApprovalJSONBodyConstraintsKind.
 const (
-	DomainAllowlist    ApproveApprovalJSONBodyConstraintsKind = "domain_allowlist"
-	DryRunOnly         ApproveApprovalJSONBodyConstraintsKind = "dry_run_only"
-	ExpiresAt          ApproveApprovalJSONBodyConstraintsKind = "expires_at"
-	InternalOnly       ApproveApprovalJSONBodyConstraintsKind = "internal_only"
-	MaxAmount          ApproveApprovalJSONBodyConstraintsKind = "max_amount"
-	RateLimit          ApproveApprovalJSONBodyConstraintsKind = "rate_limit"
-	RecipientAllowlist ApproveApprovalJSONBodyConstraintsKind = "recipient_allowlist"
-	RedactionRules     ApproveApprovalJSONBodyConstraintsKind = "redaction_rules"
-	RequiresWitness    ApproveApprovalJSONBodyConstraintsKind = "requires_witness"
-	StagingOnly        ApproveApprovalJSONBodyConstraintsKind = "staging_only"
+	ApproveApprovalJSONBodyConstraintsKindDomainAllowlist    ApproveApprovalJSONBodyConstraintsKind = "domain_allowlist"
+	ApproveApprovalJSONBodyConstraintsKindDryRunOnly         ApproveApprovalJSONBodyConstraintsKind = "dry_run_only"
+	ApproveApprovalJSONBodyConstraintsKindExpiresAt          ApproveApprovalJSONBodyConstraintsKind = "expires_at"
+	ApproveApprovalJSONBodyConstraintsKindInternalOnly       ApproveApprovalJSONBodyConstraintsKind = "internal_only"
+	ApproveApprovalJSONBodyConstraintsKindMaxAmount          ApproveApprovalJSONBodyConstraintsKind = "max_amount"
+	ApproveApprovalJSONBodyConstraintsKindRateLimit          ApproveApprovalJSONBodyConstraintsKind = "rate_limit"
+	ApproveApprovalJSONBodyConstraintsKindRecipientAllowlist ApproveApprovalJSONBodyConstraintsKind = "recipient_allowlist"
+	ApproveApprovalJSONBodyConstraintsKindRedactionRules     ApproveApprovalJSONBodyConstraintsKind = "redaction_rules"
+	ApproveApprovalJSONBodyConstraintsKindRequiresWitness    ApproveApprovalJSONBodyConstraintsKind = "requires_witness"
+	ApproveApprovalJSONBodyConstraintsKindStagingOnly        ApproveApprovalJSONBodyConstraintsKind = "staging_only"
 )
 
 // Valid indicates whether the value is a known member of the ApproveApprovalJSONBodyConstraintsKind enum.
 func (e ApproveApprovalJSONBodyConstraintsKind) Valid() bool {
 	switch e {
-	case DomainAllowlist:
+	case ApproveApprovalJSONBodyConstraintsKindDomainAllowlist:
 		return true
-	case DryRunOnly:
+	case ApproveApprovalJSONBodyConstraintsKindDryRunOnly:
 		return true
-	case ExpiresAt:
+	case ApproveApprovalJSONBodyConstraintsKindExpiresAt:
 		return true
-	case InternalOnly:
+	case ApproveApprovalJSONBodyConstraintsKindInternalOnly:
 		return true
-	case MaxAmount:
+	case ApproveApprovalJSONBodyConstraintsKindMaxAmount:
 		return true
-	case RateLimit:
+	case ApproveApprovalJSONBodyConstraintsKindRateLimit:
 		return true
-	case RecipientAllowlist:
+	case ApproveApprovalJSONBodyConstraintsKindRecipientAllowlist:
 		return true
-	case RedactionRules:
+	case ApproveApprovalJSONBodyConstraintsKindRedactionRules:
 		return true
-	case RequiresWitness:
+	case ApproveApprovalJSONBodyConstraintsKindRequiresWitness:
 		return true
-	case StagingOnly:
+	case ApproveApprovalJSONBodyConstraintsKindStagingOnly:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApproveApprovalFormdataBodyGrantFor.
+const (
+	ApproveApprovalFormdataBodyGrantForClass ApproveApprovalFormdataBodyGrantFor = "class"
+	ApproveApprovalFormdataBodyGrantForTool  ApproveApprovalFormdataBodyGrantFor = "tool"
+)
+
+// Valid indicates whether the value is a known member of the ApproveApprovalFormdataBodyGrantFor enum.
+func (e ApproveApprovalFormdataBodyGrantFor) Valid() bool {
+	switch e {
+	case ApproveApprovalFormdataBodyGrantForClass:
+		return true
+	case ApproveApprovalFormdataBodyGrantForTool:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ApproveApprovalFormdataBodyGrantScope.
+const (
+	ApproveApprovalFormdataBodyGrantScopeHere  ApproveApprovalFormdataBodyGrantScope = "here"
+	ApproveApprovalFormdataBodyGrantScopeToken ApproveApprovalFormdataBodyGrantScope = "token"
+)
+
+// Valid indicates whether the value is a known member of the ApproveApprovalFormdataBodyGrantScope enum.
+func (e ApproveApprovalFormdataBodyGrantScope) Valid() bool {
+	switch e {
+	case ApproveApprovalFormdataBodyGrantScopeHere:
+		return true
+	case ApproveApprovalFormdataBodyGrantScopeToken:
 		return true
 	default:
 		return false
@@ -1218,9 +1344,22 @@ type Decision struct {
 	ActionClass *string   `json:"action_class,omitempty"`
 	Constraints *[]string `json:"constraints,omitempty"`
 
-	// Disposition What happens to the call: auto-run, auto-apply, propose (conversation); auto, confirm (notebook); defer, human_only, blocked.
+	// Disposition What happens to the call: auto-run, auto-apply, propose (conversation); auto, confirm (notebook); defer, human_only, blocked; grant when a grant allowed it instead of a person.
 	Disposition string `json:"disposition"`
-	Layers      []struct {
+
+	// Grant The grant that allowed the call instead of a person (disposition grant; the grant layer's reason names it).
+	Grant *struct {
+		ExpiresAt time.Time `json:"expires_at"`
+
+		// GrantedBy Who granted it (an email).
+		GrantedBy string             `json:"granted_by"`
+		Id        openapi_types.UUID `json:"id"`
+
+		// Left Calls the grant has after this one.
+		Left     int `json:"left"`
+		MaxCalls int `json:"max_calls"`
+	} `json:"grant,omitempty"`
+	Layers []struct {
 		Layer  DecisionLayersLayer `json:"layer"`
 		Reason string              `json:"reason"`
 
@@ -1297,6 +1436,63 @@ type FeedbackStatus string
 
 // FeedbackSubmittedBy defines model for Feedback.SubmittedBy.
 type FeedbackSubmittedBy string
+
+// Grant A grant: calls like an approved one allowed for a while instead of waiting for a person (docs/policy.md, Grants).
+type Grant struct {
+	// ActionClass The action class it covers (or tool).
+	ActionClass *string `json:"action_class,omitempty"`
+
+	// ApprovalId That call's packet, for an approver's grant.
+	ApprovalId   *openapi_types.UUID `json:"approval_id,omitempty"`
+	ApproverRole *string             `json:"approver_role,omitempty"`
+	Bounds       []GrantBound        `json:"bounds"`
+
+	// Ceiling What it stands in for: the owner's confirm card, or an approver's packet of approver_role.
+	Ceiling        GrantCeiling        `json:"ceiling"`
+	ConversationId *openapi_types.UUID `json:"conversation_id,omitempty"`
+	CreatedAt      time.Time           `json:"created_at"`
+	ExpiresAt      time.Time           `json:"expires_at"`
+
+	// GrantedBy Who granted it (an email).
+	GrantedBy  string              `json:"granted_by"`
+	Id         openapi_types.UUID  `json:"id"`
+	LastUsedAt *time.Time          `json:"last_used_at,omitempty"`
+	MaxCalls   int                 `json:"max_calls"`
+	NotebookId *openapi_types.UUID `json:"notebook_id,omitempty"`
+
+	// Owner Whose calls it covers (an email).
+	Owner string `json:"owner"`
+
+	// ProposalId The call it came with.
+	ProposalId *openapi_types.UUID `json:"proposal_id,omitempty"`
+	Remaining  int                 `json:"remaining"`
+	RevokedAt  *time.Time          `json:"revoked_at,omitempty"`
+	Scope      GrantScope          `json:"scope"`
+	Status     GrantStatus         `json:"status"`
+	TokenId    *openapi_types.UUID `json:"token_id,omitempty"`
+
+	// Tool The tool it covers (or action_class).
+	Tool *string `json:"tool,omitempty"`
+}
+
+// GrantCeiling What it stands in for: the owner's confirm card, or an approver's packet of approver_role.
+type GrantCeiling string
+
+// GrantScope defines model for Grant.Scope.
+type GrantScope string
+
+// GrantStatus defines model for Grant.Status.
+type GrantStatus string
+
+// GrantBound An argument bound, in the constraint vocabulary: every one must hold for a call's arguments, and a call that gives nothing to check (no amount, no recipient) is not covered.
+type GrantBound struct {
+	Amount *float32       `json:"amount,omitempty"`
+	Kind   GrantBoundKind `json:"kind"`
+	Values *[]string      `json:"values,omitempty"`
+}
+
+// GrantBoundKind defines model for GrantBound.Kind.
+type GrantBoundKind string
 
 // Me defines model for Me.
 type Me struct {
@@ -1784,8 +1980,25 @@ type ApproveApprovalFormdataBody struct {
 	DryRunOnly      *string `form:"dry_run_only,omitempty" json:"dry_run_only,omitempty"`
 
 	// ExpiresAt YYYY-MM-DDTHH:MM, UTC.
-	ExpiresAt    *string `form:"expires_at,omitempty" json:"expires_at,omitempty"`
-	InternalOnly *string `form:"internal_only,omitempty" json:"internal_only,omitempty"`
+	ExpiresAt *string `form:"expires_at,omitempty" json:"expires_at,omitempty"`
+
+	// Grant 1: approve and allow similar (a grant for the packet's role, docs/policy.md, Grants), with the grant_ fields.
+	Grant *string `form:"grant,omitempty" json:"grant,omitempty"`
+
+	// GrantCalls 1 to 100.
+	GrantCalls           *string                              `form:"grant_calls,omitempty" json:"grant_calls,omitempty"`
+	GrantDomainAllowlist *string                              `form:"grant_domain_allowlist,omitempty" json:"grant_domain_allowlist,omitempty"`
+	GrantFor             *ApproveApprovalFormdataBodyGrantFor `form:"grant_for,omitempty" json:"grant_for,omitempty"`
+	GrantInternalOnly    *string                              `form:"grant_internal_only,omitempty" json:"grant_internal_only,omitempty"`
+	GrantMaxAmount       *string                              `form:"grant_max_amount,omitempty" json:"grant_max_amount,omitempty"`
+
+	// GrantMinutes 15 to 1440.
+	GrantMinutes            *string `form:"grant_minutes,omitempty" json:"grant_minutes,omitempty"`
+	GrantRecipientAllowlist *string `form:"grant_recipient_allowlist,omitempty" json:"grant_recipient_allowlist,omitempty"`
+
+	// GrantScope here: the call's conversation or notebook; token: the token that proposed it.
+	GrantScope   *ApproveApprovalFormdataBodyGrantScope `form:"grant_scope,omitempty" json:"grant_scope,omitempty"`
+	InternalOnly *string                                `form:"internal_only,omitempty" json:"internal_only,omitempty"`
 
 	// IrreversibleAck The browser page's second confirmation (1) for a call that cannot be undone; token callers need not send it.
 	IrreversibleAck *string `form:"irreversible_ack,omitempty" json:"irreversible_ack,omitempty"`
@@ -1802,6 +2015,12 @@ type ApproveApprovalFormdataBody struct {
 
 // ApproveApprovalJSONBodyConstraintsKind defines parameters for ApproveApproval.
 type ApproveApprovalJSONBodyConstraintsKind string
+
+// ApproveApprovalFormdataBodyGrantFor defines parameters for ApproveApproval.
+type ApproveApprovalFormdataBodyGrantFor string
+
+// ApproveApprovalFormdataBodyGrantScope defines parameters for ApproveApproval.
+type ApproveApprovalFormdataBodyGrantScope string
 
 // RejectApprovalJSONBody defines parameters for RejectApproval.
 type RejectApprovalJSONBody struct {
@@ -1971,6 +2190,38 @@ type SubmitFeedbackJSONBody struct {
 	ToolCalled *string `json:"tool_called,omitempty"`
 }
 
+// ListGrantsParams defines parameters for ListGrants.
+type ListGrantsParams struct {
+	ConversationId *openapi_types.UUID `form:"conversation_id,omitempty" json:"conversation_id,omitempty"`
+	NotebookId     *openapi_types.UUID `form:"notebook_id,omitempty" json:"notebook_id,omitempty"`
+
+	// All Admins: every grant of the workspace.
+	All *bool `form:"all,omitempty" json:"all,omitempty"`
+
+	// Active true: only grants still live (not used up, expired or revoked).
+	Active *bool `form:"active,omitempty" json:"active,omitempty"`
+}
+
+// CreateGrantJSONBody defines parameters for CreateGrant.
+type CreateGrantJSONBody struct {
+	ActionClass *string `json:"action_class,omitempty"`
+
+	// ApprovalId The packet the caller approved, for an approver's grant.
+	ApprovalId      *string       `json:"approval_id,omitempty"`
+	Bounds          *[]GrantBound `json:"bounds,omitempty"`
+	ConversationId  *string       `json:"conversation_id,omitempty"`
+	DurationMinutes int           `json:"duration_minutes"`
+	MaxCalls        int           `json:"max_calls"`
+	NotebookId      *string       `json:"notebook_id,omitempty"`
+	TokenId         *string       `json:"token_id,omitempty"`
+	Tool            *string       `json:"tool,omitempty"`
+}
+
+// RevokeGrantJSONBody defines parameters for RevokeGrant.
+type RevokeGrantJSONBody struct {
+	Reason *string `json:"reason,omitempty"`
+}
+
 // CreateNotebookJSONBody defines parameters for CreateNotebook.
 type CreateNotebookJSONBody struct {
 	Title *string `json:"title,omitempty"`
@@ -2096,6 +2347,12 @@ type RecordEvidenceJSONRequestBody RecordEvidenceJSONBody
 
 // SubmitFeedbackJSONRequestBody defines body for SubmitFeedback for application/json ContentType.
 type SubmitFeedbackJSONRequestBody SubmitFeedbackJSONBody
+
+// CreateGrantJSONRequestBody defines body for CreateGrant for application/json ContentType.
+type CreateGrantJSONRequestBody CreateGrantJSONBody
+
+// RevokeGrantJSONRequestBody defines body for RevokeGrant for application/json ContentType.
+type RevokeGrantJSONRequestBody RevokeGrantJSONBody
 
 // CreateNotebookJSONRequestBody defines body for CreateNotebook for application/json ContentType.
 type CreateNotebookJSONRequestBody CreateNotebookJSONBody
@@ -2821,6 +3078,79 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/feedback (the `SubmitFeedback` operationId).
 	SubmitFeedback(ctx context.Context, body SubmitFeedbackJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListGrants The caller's grants, newest first (at most 200)
+	//
+	// Grants ("approve and allow similar for ..."): those the caller gave and
+	// those over the caller's calls; every grant of the workspace for an admin
+	// with all=true (403 for anyone else). conversation_id or notebook_id
+	// narrows to the grants that apply there (its own, and its owner's token
+	// grants); active=true to the live ones. See docs/policy.md, "Grants".
+	//
+	// Corresponds with GET /api/v1/grants (the `ListGrants` operationId).
+	ListGrants(ctx context.Context, params *ListGrantsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateGrantWithBody Grant calls like an approved one for a while (a person's user token; agents get 403)
+	//
+	// Without approval_id: the caller's own grant over one of their
+	// conversations, notebooks or tokens (someone else's is 404), for calls
+	// its confirm card would have asked them (review_required). With
+	// approval_id: an approver's grant extending a packet they approved
+	// (403 otherwise), for packets of its role, in its call's conversation or
+	// notebook or from its call's token, for its tool or its class; never
+	// on a packet that needed a witness. Exactly one of tool and
+	// action_class, and one of conversation_id, notebook_id and token_id.
+	// A destructive, irreversible, human-only or payment tool or class, a
+	// duration or count out of range, a bound that cannot be read: 422
+	// naming the field. Nothing is written on any refusal. Audited
+	// (grant.created) and receipted (setting_change).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+	CreateGrantWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateGrant Grant calls like an approved one for a while (a person's user token; agents get 403)
+	//
+	// Without approval_id: the caller's own grant over one of their
+	// conversations, notebooks or tokens (someone else's is 404), for calls
+	// its confirm card would have asked them (review_required). With
+	// approval_id: an approver's grant extending a packet they approved
+	// (403 otherwise), for packets of its role, in its call's conversation or
+	// notebook or from its call's token, for its tool or its class; never
+	// on a packet that needed a witness. Exactly one of tool and
+	// action_class, and one of conversation_id, notebook_id and token_id.
+	// A destructive, irreversible, human-only or payment tool or class, a
+	// duration or count out of range, a bound that cannot be read: 422
+	// naming the field. Nothing is written on any refusal. Audited
+	// (grant.created) and receipted (setting_change).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+	CreateGrant(ctx context.Context, body CreateGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeGrantWithBody Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+	//
+	// The next decision on any instance reads it revoked. Anyone else gets
+	// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+	// and receipted.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+	RevokeGrantWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeGrant Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+	//
+	// The next decision on any instance reads it revoked. Anyone else gets
+	// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+	// and receipted.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+	RevokeGrant(ctx context.Context, id string, body RevokeGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetMe Who the bearer token acts for
 	//
@@ -3878,6 +4208,129 @@ func (c *Client) SubmitFeedbackWithBody(ctx context.Context, contentType string,
 // Corresponds with POST /api/v1/feedback (the `SubmitFeedback` operationId).
 func (c *Client) SubmitFeedback(ctx context.Context, body SubmitFeedbackJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSubmitFeedbackRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListGrants The caller's grants, newest first (at most 200)
+//
+// Grants ("approve and allow similar for ..."): those the caller gave and
+// those over the caller's calls; every grant of the workspace for an admin
+// with all=true (403 for anyone else). conversation_id or notebook_id
+// narrows to the grants that apply there (its own, and its owner's token
+// grants); active=true to the live ones. See docs/policy.md, "Grants".
+//
+// Corresponds with GET /api/v1/grants (the `ListGrants` operationId).
+func (c *Client) ListGrants(ctx context.Context, params *ListGrantsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListGrantsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateGrantWithBody Grant calls like an approved one for a while (a person's user token; agents get 403)
+//
+// Without approval_id: the caller's own grant over one of their
+// conversations, notebooks or tokens (someone else's is 404), for calls
+// its confirm card would have asked them (review_required). With
+// approval_id: an approver's grant extending a packet they approved
+// (403 otherwise), for packets of its role, in its call's conversation or
+// notebook or from its call's token, for its tool or its class; never
+// on a packet that needed a witness. Exactly one of tool and
+// action_class, and one of conversation_id, notebook_id and token_id.
+// A destructive, irreversible, human-only or payment tool or class, a
+// duration or count out of range, a bound that cannot be read: 422
+// naming the field. Nothing is written on any refusal. Audited
+// (grant.created) and receipted (setting_change).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+func (c *Client) CreateGrantWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGrantRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateGrant Grant calls like an approved one for a while (a person's user token; agents get 403)
+//
+// Without approval_id: the caller's own grant over one of their
+// conversations, notebooks or tokens (someone else's is 404), for calls
+// its confirm card would have asked them (review_required). With
+// approval_id: an approver's grant extending a packet they approved
+// (403 otherwise), for packets of its role, in its call's conversation or
+// notebook or from its call's token, for its tool or its class; never
+// on a packet that needed a witness. Exactly one of tool and
+// action_class, and one of conversation_id, notebook_id and token_id.
+// A destructive, irreversible, human-only or payment tool or class, a
+// duration or count out of range, a bound that cannot be read: 422
+// naming the field. Nothing is written on any refusal. Audited
+// (grant.created) and receipted (setting_change).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+func (c *Client) CreateGrant(ctx context.Context, body CreateGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateGrantRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeGrantWithBody Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+//
+// The next decision on any instance reads it revoked. Anyone else gets
+// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+// and receipted.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+func (c *Client) RevokeGrantWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeGrantRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeGrant Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+//
+// The next decision on any instance reads it revoked. Anyone else gets
+// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+// and receipted.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+func (c *Client) RevokeGrant(ctx context.Context, id string, body RevokeGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeGrantRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5751,6 +6204,183 @@ func NewSubmitFeedbackRequestWithBody(server string, contentType string, body io
 	return req, nil
 }
 
+// NewListGrantsRequest constructs an http.Request for the ListGrants method
+func NewListGrantsRequest(server string, params *ListGrantsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/grants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ConversationId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "conversation_id", *params.ConversationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.NotebookId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "notebook_id", *params.NotebookId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.All != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "all", *params.All, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Active != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "active", *params.Active, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateGrantRequest calls the generic CreateGrant builder with application/json body
+func NewCreateGrantRequest(server string, body CreateGrantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateGrantRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateGrantRequestWithBody constructs an http.Request for the CreateGrant method, with any body, and a specified content type
+func NewCreateGrantRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/grants")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeGrantRequest calls the generic RevokeGrant builder with application/json body
+func NewRevokeGrantRequest(server string, id string, body RevokeGrantJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRevokeGrantRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRevokeGrantRequestWithBody constructs an http.Request for the RevokeGrant method, with any body, and a specified content type
+func NewRevokeGrantRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/grants/%s/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewGetMeRequest constructs an http.Request for the GetMe method
 func NewGetMeRequest(server string) (*http.Request, error) {
 	var err error
@@ -7247,6 +7877,81 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/feedback (the `SubmitFeedback` operationId).
 	SubmitFeedbackWithResponse(ctx context.Context, body SubmitFeedbackJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitFeedbackResponse, error)
+
+	// ListGrantsWithResponse The caller's grants, newest first (at most 200)
+	//
+	// Grants ("approve and allow similar for ..."): those the caller gave and
+	// those over the caller's calls; every grant of the workspace for an admin
+	// with all=true (403 for anyone else). conversation_id or notebook_id
+	// narrows to the grants that apply there (its own, and its owner's token
+	// grants); active=true to the live ones. See docs/policy.md, "Grants".
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/grants (the `ListGrants` operationId).
+	ListGrantsWithResponse(ctx context.Context, params *ListGrantsParams, reqEditors ...RequestEditorFn) (*ListGrantsResponse, error)
+
+	// CreateGrantWithBodyWithResponse Grant calls like an approved one for a while (a person's user token; agents get 403)
+	//
+	// Without approval_id: the caller's own grant over one of their
+	// conversations, notebooks or tokens (someone else's is 404), for calls
+	// its confirm card would have asked them (review_required). With
+	// approval_id: an approver's grant extending a packet they approved
+	// (403 otherwise), for packets of its role, in its call's conversation or
+	// notebook or from its call's token, for its tool or its class; never
+	// on a packet that needed a witness. Exactly one of tool and
+	// action_class, and one of conversation_id, notebook_id and token_id.
+	// A destructive, irreversible, human-only or payment tool or class, a
+	// duration or count out of range, a bound that cannot be read: 422
+	// naming the field. Nothing is written on any refusal. Audited
+	// (grant.created) and receipted (setting_change).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+	CreateGrantWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGrantResponse, error)
+
+	// CreateGrantWithResponse Grant calls like an approved one for a while (a person's user token; agents get 403)
+	//
+	// Without approval_id: the caller's own grant over one of their
+	// conversations, notebooks or tokens (someone else's is 404), for calls
+	// its confirm card would have asked them (review_required). With
+	// approval_id: an approver's grant extending a packet they approved
+	// (403 otherwise), for packets of its role, in its call's conversation or
+	// notebook or from its call's token, for its tool or its class; never
+	// on a packet that needed a witness. Exactly one of tool and
+	// action_class, and one of conversation_id, notebook_id and token_id.
+	// A destructive, irreversible, human-only or payment tool or class, a
+	// duration or count out of range, a bound that cannot be read: 422
+	// naming the field. Nothing is written on any refusal. Audited
+	// (grant.created) and receipted (setting_change).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+	CreateGrantWithResponse(ctx context.Context, body CreateGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGrantResponse, error)
+
+	// RevokeGrantWithBodyWithResponse Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+	//
+	// The next decision on any instance reads it revoked. Anyone else gets
+	// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+	// and receipted.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+	RevokeGrantWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevokeGrantResponse, error)
+
+	// RevokeGrantWithResponse Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+	//
+	// The next decision on any instance reads it revoked. Anyone else gets
+	// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+	// and receipted.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+	RevokeGrantWithResponse(ctx context.Context, id string, body RevokeGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*RevokeGrantResponse, error)
 
 	// GetMeWithResponse Who the bearer token acts for
 	//
@@ -8829,6 +9534,154 @@ func (r SubmitFeedbackResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SubmitFeedbackResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListGrantsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Grants []Grant `json:"grants"`
+	}
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListGrantsResponse) GetJSON200() *struct {
+	Grants []Grant `json:"grants"`
+} {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListGrantsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListGrantsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListGrantsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListGrantsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListGrantsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateGrantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Grant
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateGrantResponse) GetJSON201() *Grant {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateGrantResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateGrantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateGrantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateGrantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateGrantResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeGrantResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Grant
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeGrantResponse) GetJSON200() *Grant {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeGrantResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeGrantResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeGrantResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeGrantResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeGrantResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10782,6 +11635,111 @@ func (c *ClientWithResponses) SubmitFeedbackWithResponse(ctx context.Context, bo
 	return ParseSubmitFeedbackResponse(rsp)
 }
 
+// ListGrantsWithResponse The caller's grants, newest first (at most 200)
+//
+// Grants ("approve and allow similar for ..."): those the caller gave and
+// those over the caller's calls; every grant of the workspace for an admin
+// with all=true (403 for anyone else). conversation_id or notebook_id
+// narrows to the grants that apply there (its own, and its owner's token
+// grants); active=true to the live ones. See docs/policy.md, "Grants".
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/grants (the `ListGrants` operationId).
+func (c *ClientWithResponses) ListGrantsWithResponse(ctx context.Context, params *ListGrantsParams, reqEditors ...RequestEditorFn) (*ListGrantsResponse, error) {
+	rsp, err := c.ListGrants(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListGrantsResponse(rsp)
+}
+
+// CreateGrantWithBodyWithResponse Grant calls like an approved one for a while (a person's user token; agents get 403)
+//
+// Without approval_id: the caller's own grant over one of their
+// conversations, notebooks or tokens (someone else's is 404), for calls
+// its confirm card would have asked them (review_required). With
+// approval_id: an approver's grant extending a packet they approved
+// (403 otherwise), for packets of its role, in its call's conversation or
+// notebook or from its call's token, for its tool or its class; never
+// on a packet that needed a witness. Exactly one of tool and
+// action_class, and one of conversation_id, notebook_id and token_id.
+// A destructive, irreversible, human-only or payment tool or class, a
+// duration or count out of range, a bound that cannot be read: 422
+// naming the field. Nothing is written on any refusal. Audited
+// (grant.created) and receipted (setting_change).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+func (c *ClientWithResponses) CreateGrantWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateGrantResponse, error) {
+	rsp, err := c.CreateGrantWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateGrantResponse(rsp)
+}
+
+// CreateGrantWithResponse Grant calls like an approved one for a while (a person's user token; agents get 403)
+//
+// Without approval_id: the caller's own grant over one of their
+// conversations, notebooks or tokens (someone else's is 404), for calls
+// its confirm card would have asked them (review_required). With
+// approval_id: an approver's grant extending a packet they approved
+// (403 otherwise), for packets of its role, in its call's conversation or
+// notebook or from its call's token, for its tool or its class; never
+// on a packet that needed a witness. Exactly one of tool and
+// action_class, and one of conversation_id, notebook_id and token_id.
+// A destructive, irreversible, human-only or payment tool or class, a
+// duration or count out of range, a bound that cannot be read: 422
+// naming the field. Nothing is written on any refusal. Audited
+// (grant.created) and receipted (setting_change).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/grants (the `CreateGrant` operationId).
+func (c *ClientWithResponses) CreateGrantWithResponse(ctx context.Context, body CreateGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateGrantResponse, error) {
+	rsp, err := c.CreateGrant(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateGrantResponse(rsp)
+}
+
+// RevokeGrantWithBodyWithResponse Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+//
+// The next decision on any instance reads it revoked. Anyone else gets
+// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+// and receipted.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+func (c *ClientWithResponses) RevokeGrantWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RevokeGrantResponse, error) {
+	rsp, err := c.RevokeGrantWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeGrantResponse(rsp)
+}
+
+// RevokeGrantWithResponse Revoke a grant at once (its grantor, the owner of its calls, or an admin)
+//
+// The next decision on any instance reads it revoked. Anyone else gets
+// 403, an agent token too; a second revoke is 409. Audited (grant.revoked)
+// and receipted.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/grants/{id}/revoke (the `RevokeGrant` operationId).
+func (c *ClientWithResponses) RevokeGrantWithResponse(ctx context.Context, id string, body RevokeGrantJSONRequestBody, reqEditors ...RequestEditorFn) (*RevokeGrantResponse, error) {
+	rsp, err := c.RevokeGrant(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeGrantResponse(rsp)
+}
+
 // GetMeWithResponse Who the bearer token acts for
 //
 // Returns a wrapper object for the known response body format(s).
@@ -12156,6 +13114,107 @@ func ParseSubmitFeedbackResponse(rsp *http.Response) (*SubmitFeedbackResponse, e
 			return nil, err
 		}
 		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListGrantsResponse parses an HTTP response from a ListGrantsWithResponse call
+func ParseListGrantsResponse(rsp *http.Response) (*ListGrantsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListGrantsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Grants []Grant `json:"grants"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateGrantResponse parses an HTTP response from a CreateGrantWithResponse call
+func ParseCreateGrantResponse(rsp *http.Response) (*CreateGrantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateGrantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Grant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeGrantResponse parses an HTTP response from a RevokeGrantWithResponse call
+func ParseRevokeGrantResponse(rsp *http.Response) (*RevokeGrantResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeGrantResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Grant
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
