@@ -17,7 +17,12 @@ WITH calls AS (
         AND p.id = CASE WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
     LEFT JOIN approvals a ON a.workspace_id = p.workspace_id AND a.proposal_id = p.id AND a.status = 'pending'
     WHERE e.id > sqlc.arg(after)::bigint AND e.id <= sqlc.arg(upto)::bigint
-      AND e.action IN ('proposal.created', 'proposal.escalated') AND e.subject_type = 'proposal'
+      AND e.subject_type = 'proposal'
+      -- Only a call that was decided to wait (the audit row's own state:
+      -- read without touching proposals, so a fold over the calls that
+      -- ran at once, nearly all of them, costs next to nothing), or one
+      -- sent on to an approver at the moment of effect.
+      AND (e.action = 'proposal.escalated' OR (e.action = 'proposal.created' AND e.data->>'state' IN ('review_required', 'deferred')))
       AND p.status IN ('pending', 'pending_approval')
 ), recipients AS (
     SELECT c.workspace_id, c.proposal_id, NULL::uuid AS approval_id, c.owner_id AS user_id, 'card' AS kind
