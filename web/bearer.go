@@ -38,7 +38,7 @@ func (s *Server) authenticateBearer(c echo.Context, token string) (auth.Principa
 	if err != nil {
 		return auth.Principal{}, err
 	}
-	if !audienceAllowed(c, p.Audience) {
+	if !s.audienceAllowed(c, p.Audience) {
 		return auth.Principal{}, auth.ErrBadToken
 	}
 	return p, nil

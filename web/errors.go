@@ -175,7 +175,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error("request failed", "err", err, "request_id", p.RequestID, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
 	if p.Status == http.StatusUnauthorized && (isAPI(c) || hasBearer(c) || isMCP(c)) {
-		c.Response().Header().Set("WWW-Authenticate", bearerChallenge(c))
+		c.Response().Header().Set("WWW-Authenticate", s.bearerChallenge(c))
 	}
 	if secs, ok := p.Extra["retry_after"].(int); ok {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))

@@ -53,9 +53,14 @@ func (s *Server) oauthRoutes(e *echo.Echo) {
 // no state of its own).
 func (s *Server) oauthService() *oauth.Service { return oauth.NewService(s.pool, s.auth) }
 
-// oauthSite is this server as the request reached it: its origin is the
+// oauthSite is this server as its clients know it: GATEHOUSE_PUBLIC_URL
+// when it is set (behind a proxy whose Host differs, or reached under
+// several names), else the origin the request reached. The origin is the
 // issuer, its /mcp the resource tokens are bound to.
-func oauthSite(c echo.Context) oauth.Site {
+func (s *Server) oauthSite(c echo.Context) oauth.Site {
+	if s.cfg.IssuerURL != "" {
+		return oauth.SiteAt(s.cfg.IssuerURL)
+	}
 	return oauth.SiteAt(c.Scheme() + "://" + c.Request().Host)
 }
 
@@ -63,14 +68,14 @@ func oauthSite(c echo.Context) oauth.Site {
 // caller (RFC 6750 §3): error="invalid_token" when a token was sent, and
 // on /mcp the protected resource metadata that starts an MCP client's
 // authorization (RFC 9728 §5.1).
-func bearerChallenge(c echo.Context) string {
+func (s *Server) bearerChallenge(c echo.Context) string {
 	ch := `Bearer realm="gatehouse"`
 	if hasBearer(c) {
 		ch += `, error="invalid_token"`
 	}
 	if isMCP(c) {
 		quote := strings.NewReplacer(`\`, `\\`, `"`, `\"`)
-		ch += `, resource_metadata="` + quote.Replace(oauthSite(c).ResourceMetadataURL()) + `"`
+		ch += `, resource_metadata="` + quote.Replace(s.oauthSite(c).ResourceMetadataURL()) + `"`
 	}
 	return ch
 }
@@ -79,14 +84,14 @@ func bearerChallenge(c echo.Context) string {
 // grant's, RFC 8707) may be used on this request: only at the resource
 // it was issued for, this server's /mcp. Unbound tokens may go anywhere
 // tokens go.
-func audienceAllowed(c echo.Context, audience string) bool {
-	return audience == "" || (isMCP(c) && oauth.SameResource(audience, oauthSite(c).Resource))
+func (s *Server) audienceAllowed(c echo.Context, audience string) bool {
+	return audience == "" || (isMCP(c) && oauth.SameResource(audience, s.oauthSite(c).Resource))
 }
 
 // protectedResourceMetadata handles "GET /.well-known/oauth-protected-resource/mcp"
 // (and the same at the root): /mcp's protected resource metadata (RFC 9728).
 func (s *Server) protectedResourceMetadata(c echo.Context) error {
-	site := oauthSite(c)
+	site := s.oauthSite(c)
 	return c.JSON(http.StatusOK, oauthex.ProtectedResourceMetadata{
 		Resource:               site.Resource,
 		AuthorizationServers:   []string{site.Issuer},
@@ -98,7 +103,7 @@ func (s *Server) protectedResourceMetadata(c echo.Context) error {
 // authServerMetadata handles "GET /.well-known/oauth-authorization-server":
 // the authorization server's metadata (RFC 8414).
 func (s *Server) authServerMetadata(c echo.Context) error {
-	site := oauthSite(c)
+	site := s.oauthSite(c)
 	b, err := json.Marshal(oauthex.AuthServerMeta{
 		Issuer:                                     site.Issuer,
 		AuthorizationEndpoint:                      site.Issuer + oauth.AuthorizePath,
@@ -197,7 +202,7 @@ func (s *Server) oauthToken(c echo.Context) error {
 		}
 		tr.ClientID = id
 	}
-	resp, err := s.oauthService().Token(req.Context(), oauthSite(c), tr, time.Now())
+	resp, err := s.oauthService().Token(req.Context(), s.oauthSite(c), tr, time.Now())
 	if oe, ok := errors.AsType[*oauth.Error](err); ok {
 		return oauthError(c, oe)
 	}
@@ -214,7 +219,7 @@ func (s *Server) oauthToken(c echo.Context) error {
 // is an error page, never a redirect; any other fault goes back to the
 // client's redirect URI with its error.
 func (s *Server) authorizePage(c echo.Context) error {
-	p, err := s.oauthService().CheckRequest(c.Request().Context(), oauthSite(c), oauth.ParseRequest(c.QueryParams()))
+	p, err := s.oauthService().CheckRequest(c.Request().Context(), s.oauthSite(c), oauth.ParseRequest(c.QueryParams()))
 	if oe, ok := errors.AsType[*oauth.Error](err); ok {
 		return c.Redirect(http.StatusSeeOther, p.ErrorRedirect(oe))
 	}
@@ -235,7 +240,7 @@ func (s *Server) authorizeDecision(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	svc := s.oauthService()
-	p, err := svc.CheckRequest(ctx, oauthSite(c), oauth.ParseRequest(values))
+	p, err := svc.CheckRequest(ctx, s.oauthSite(c), oauth.ParseRequest(values))
 	if oe, ok := errors.AsType[*oauth.Error](err); ok {
 		return c.Redirect(http.StatusSeeOther, p.ErrorRedirect(oe))
 	}
@@ -305,7 +310,7 @@ func (s *Server) renderConsent(c echo.Context, status int, p oauth.Pending, form
 	ctx, who := c.Request().Context(), principal(c)
 	v := views.OAuthConsentView{ClientName: p.Client.Name, RedirectHost: p.RedirectHost(), Resource: p.Resource, Form: form, Fields: fields}
 	if v.Resource == "" {
-		v.Resource = oauthSite(c).Resource
+		v.Resource = s.oauthSite(c).Resource
 	}
 	params := p.Request.Values()
 	for _, name := range []string{"response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "resource", "scope"} {

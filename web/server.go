@@ -64,6 +64,9 @@ type Config struct {
 	// outbox); PublicURL starts the links in them (GATEHOUSE_PUBLIC_URL).
 	Mailer    tools.Mailer
 	PublicURL string
+	// IssuerURL is the OAuth issuer and /mcp's resource origin
+	// (GATEHOUSE_PUBLIC_URL when set; "": the origin each request reached).
+	IssuerURL string
 	// NotifyEvery is how often due notifications are sent (1 s).
 	NotifyEvery time.Duration
 	// Telemetry exports a span per tool call and the audit log

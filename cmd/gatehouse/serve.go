@@ -133,7 +133,7 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Info("exporting tool calls and the audit log over OTLP")
 	}
 	srv, err := web.New(web.Config{Telemetry: tel, CookieSecure: cfg.CookieSecure, TrustedProxies: cfg.TrustedProxies, ReceiptKey: receiptKey, MCPAllowedOrigins: cfg.MCPAllowedOrigins,
-		Mailer: mailer, PublicURL: cmp.Or(cfg.PublicURL, "http://"+cfg.Addr),
+		Mailer: mailer, PublicURL: cmp.Or(cfg.PublicURL, "http://"+cfg.Addr), IssuerURL: cfg.PublicURL,
 		Chat: chat.Config{BaseURL: cfg.LLM.BaseURL, APIKey: cfg.LLM.APIKey, Model: cfg.LLM.Model, Models: cfg.LLM.Models}}, log, pool, svc)
 	if err != nil {
 		return err
