@@ -542,7 +542,7 @@ func (s *Service) SignIn(ctx context.Context, email, password, address string) (
 	email = strings.ToLower(strings.TrimSpace(email))
 	now := time.Now()
 	start := now.Truncate(signInWindow)
-	buckets := signInBuckets(email, brakeAddress(address))
+	buckets := signInBuckets(email, BrakeAddress(address))
 	// The attempt is counted before the password is checked, so guesses
 	// sent in parallel cannot all slip in under the limit; one that turns
 	// out right is taken back below.
@@ -587,10 +587,12 @@ func signInBuckets(email, address string) []signInBucket {
 	}
 }
 
-// brakeAddress is the client address the brake counts by: an IPv4 address
-// as it is (also when written IPv4-mapped), an IPv6 address by its /64, and
-// "unknown" for anything that is not an IP address.
-func brakeAddress(address string) string {
+// BrakeAddress is the client address a brake counts by (the sign-in
+// brake, OAuth registration's): an IPv4 address as it is (also when
+// written IPv4-mapped), an IPv6 address by its /64 (the block one
+// subscriber usually holds), and "unknown" for anything that is not an IP
+// address.
+func BrakeAddress(address string) string {
 	ip, err := netip.ParseAddr(address)
 	if err != nil {
 		return "unknown"

@@ -18,8 +18,8 @@ func TestBrakeAddress(t *testing.T) {
 		"999.1.1.1":                "unknown",
 		"2001:db8::1, 192.0.2.300": "unknown",
 	} {
-		if got := brakeAddress(in); got != want {
-			t.Errorf("brakeAddress(%q) = %q, want %q", in, got, want)
+		if got := BrakeAddress(in); got != want {
+			t.Errorf("BrakeAddress(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/auth"
 )
 
 // Client is a registered client. Its name and redirect URIs are what it
@@ -103,7 +103,7 @@ func (s *Service) Register(ctx context.Context, m oauthex.ClientRegistrationMeta
 	for _, b := range []struct {
 		key   string
 		limit int
-	}{{"oauth:register:" + brakeAddress(address), registrationsPerClient}, {"oauth:register", registrationsPerServer}} {
+	}{{"oauth:register:" + auth.BrakeAddress(address), registrationsPerClient}, {"oauth:register", registrationsPerServer}} {
 		n, err := s.q.CountRate(ctx, db.CountRateParams{Bucket: b.key, WindowStart: start, ExpiresAt: start.Add(registerWindow)})
 		if err != nil {
 			return oauthex.ClientRegistrationResponse{}, fmt.Errorf("oauth: registration brake: %w", err)
@@ -131,22 +131,6 @@ func (s *Service) Register(ctx context.Context, m oauthex.ClientRegistrationMeta
 		return oauthex.ClientRegistrationResponse{}, fmt.Errorf("oauth: commit: %w", err)
 	}
 	return oauthex.ClientRegistrationResponse{ClientRegistrationMetadata: meta, ClientID: row.ID.String(), ClientIDIssuedAt: row.CreatedAt}, nil
-}
-
-// brakeAddress is the address the registration brake counts by: an IPv4
-// address as it is, an IPv6 address by its /64 (the block one subscriber
-// usually holds), "unknown" for anything else.
-func brakeAddress(address string) string {
-	ip, err := netip.ParseAddr(address)
-	if err != nil {
-		return "unknown"
-	}
-	ip = ip.Unmap().WithZone("")
-	if ip.Is4() {
-		return ip.String()
-	}
-	p, _ := ip.Prefix(64)
-	return p.String()
 }
 
 // client reads a registered client by the client_id a request sent; false
