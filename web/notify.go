@@ -132,10 +132,8 @@ func (s *Server) linkView(l notify.Link, token string) views.LinkView {
 	}
 	var d policy.Decision
 	if json.Unmarshal(l.Decision, &d) == nil {
-		for _, layer := range d.Layers {
-			if layer.State != policy.StateAllowed {
-				v.Why = append(v.Why, layer.Reason)
-			}
+		for _, layer := range d.Holding() {
+			v.Why = append(v.Why, layer.Reason)
 		}
 	}
 	return v

@@ -134,10 +134,8 @@ func (s *session) refused(err error) *sdk.CallToolResult {
 	if d := decisionOf(ae.Extra["decision"]); d != nil {
 		data["decision"] = d
 		var lines []string
-		for _, l := range d.Layers {
-			if l.State != policy.StateAllowed {
-				lines = append(lines, fmt.Sprintf("- %s (%s): %s", l.Layer, l.State, l.Reason))
-			}
+		for _, l := range d.Holding() {
+			lines = append(lines, fmt.Sprintf("- %s (%s): %s", l.Layer, l.State, l.Reason))
 		}
 		if len(lines) > 0 {
 			b.WriteString("\nWhy:\n" + strings.Join(lines, "\n"))

@@ -130,10 +130,8 @@ func (s *Service) item(ctx context.Context, r db.ClaimNotificationsRow) (item, e
 	}
 	var d policy.Decision
 	if json.Unmarshal(r.Decision, &d) == nil {
-		for _, l := range d.Layers {
-			if l.State != policy.StateAllowed {
-				it.Why = append(it.Why, fmt.Sprintf("%s: %s", l.Layer, l.Reason))
-			}
+		for _, l := range d.Holding() {
+			it.Why = append(it.Why, fmt.Sprintf("%s: %s", l.Layer, l.Reason))
 		}
 	}
 	switch {

@@ -317,6 +317,19 @@ func TokenLayer(c Call) Verdict {
 	return Verdict{LayerToken, StateBlocked, fmt.Sprintf("The token's scope is read-only, so a %s call is blocked.", c.Effect)}
 }
 
+// Holding are the verdicts of the layers that did not simply allow the
+// call (what held it back, or allowed it only with constraints), in order:
+// what a refusal, a notification or a link's page says of why.
+func (d Decision) Holding() []Verdict {
+	var out []Verdict
+	for _, l := range d.Layers {
+		if l.State != StateAllowed {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // Decision is the outcome of Decide: the final state, how the call reaches
 // effect, every layer's verdict in order, and the constraints to check at
 // execution.
