@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -828,7 +830,7 @@ func (s *Server) bulkApprovals(c echo.Context) error {
 		if len(failed) > 3 {
 			msg += fmt.Sprintf(" (and %d more)", len(failed)-3)
 		}
-		st.bulkError = truncateRunes(msg, 1000)
+		st.bulkError = clip.Ellipsis(msg, 1000)
 		st.checked = ids
 	}
 	if !isHTMX(c) && len(failed) == 0 {
@@ -843,15 +845,6 @@ func (s *Server) bulkApprovals(c echo.Context) error {
 
 // maxBulkIDs caps a bulk approve or reject.
 const maxBulkIDs = 100
-
-// truncateRunes cuts s to at most n characters.
-func truncateRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
 
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)

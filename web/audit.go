@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
@@ -39,7 +41,7 @@ func (s *Server) auditPage(c echo.Context) error {
 	for _, e := range page.Entries {
 		v.Rows = append(v.Rows, views.AuditRow{ID: strconv.FormatInt(e.ID, 10), When: e.CreatedAt,
 			Actor: auditActor(e), Action: e.Action, Subject: e.SubjectType + " " + e.SubjectID,
-			SubjectURL: "/audit?object=" + url.QueryEscape(e.SubjectID), Data: truncateRunes(string(e.Data), 300)})
+			SubjectURL: "/audit?object=" + url.QueryEscape(e.SubjectID), Data: clip.Ellipsis(string(e.Data), 300)})
 	}
 	q := url.Values{}
 	for k, val := range map[string]string{"actor": f.Actor, "action": f.Action, "object": f.Object, "from": f.From, "to": f.To} {

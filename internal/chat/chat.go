@@ -25,6 +25,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -462,7 +464,7 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, conversation, id u
 		return Turn{}, fmt.Errorf("chat: stop: %w", err)
 	}
 	if partial := strings.TrimSpace(cur.Streaming); partial != "" {
-		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation, Role: "assistant", Content: truncate(partial, 20000),
+		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: p.WorkspaceID, ConversationID: conversation, Role: "assistant", Content: clip.Ellipsis(partial, 20000),
 			AuthorUserID: uuid.NullUUID{UUID: cur.OwnerID, Valid: true}}); err != nil {
 			return Turn{}, fmt.Errorf("chat: message: %w", err)
 		}
@@ -484,16 +486,8 @@ func (s *Service) Stop(ctx context.Context, p auth.Principal, conversation, id u
 
 // notice writes a plain line in the transcript.
 func notice(ctx context.Context, q *db.Queries, ws, conversation uuid.UUID, msg string) error {
-	if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: ws, ConversationID: conversation, Role: "notice", Content: truncate(msg, 20000)}); err != nil {
+	if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: ws, ConversationID: conversation, Role: "notice", Content: clip.Ellipsis(msg, 20000)}); err != nil {
 		return fmt.Errorf("chat: notice: %w", err)
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }

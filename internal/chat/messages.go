@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -92,7 +94,7 @@ func (s *Service) history(ctx context.Context, q *db.Queries, workspace, convers
 		var m Message
 		switch r.Role {
 		case "user", "assistant":
-			m = Message{Role: r.Role, Content: truncate(r.Content, historyLineChars)}
+			m = Message{Role: r.Role, Content: clip.Ellipsis(r.Content, historyLineChars)}
 		case "tool":
 			p, ok := props[r.ProposalID.UUID]
 			if !ok {
@@ -124,17 +126,17 @@ func toolLine(p db.Proposal) string {
 	line := fmt.Sprintf("(Earlier tool call %s: %s", p.Tool, p.Status)
 	switch {
 	case p.RejectionReason.String != "":
-		line += ", reason: " + truncate(p.RejectionReason.String, 500)
+		line += ", reason: " + clip.Ellipsis(p.RejectionReason.String, 500)
 	case p.Error.String != "":
-		line += ", error: " + truncate(p.Error.String, 500)
+		line += ", error: " + clip.Ellipsis(p.Error.String, 500)
 	case len(p.Result) > 0:
-		line += ", result: " + truncate(string(p.Result), 500)
+		line += ", result: " + clip.Ellipsis(string(p.Result), 500)
 	}
 	return line + ")"
 }
 
 // agentName names the model's agent token: "model (gpt-4o)".
-func agentName(model string) string { return truncate("model ("+model+")", 100) }
+func agentName(model string) string { return clip.Ellipsis("model ("+model+")", 100) }
 
 // modelAgent returns the owner's agent token for the model, creating it
 // the first time: an agent token whose secret nobody holds (its hash is of

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -190,7 +192,7 @@ func (s *Service) modelError(ctx context.Context, err error) error {
 	case errors.As(err, &apiErr):
 		msg = fmt.Sprintf("The model endpoint answered %d %s", apiErr.StatusCode, http.StatusText(apiErr.StatusCode))
 		if apiErr.Message != "" {
-			msg += ": " + truncate(apiErr.Message, 300)
+			msg += ": " + clip.Ellipsis(apiErr.Message, 300)
 		}
 		msg += "."
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -198,7 +200,7 @@ func (s *Service) modelError(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	default:
-		msg = "The model endpoint could not be reached or broke off: " + truncate(err.Error(), 300)
+		msg = "The model endpoint could not be reached or broke off: " + clip.Ellipsis(err.Error(), 300)
 	}
 	if s.cfg.APIKey != "" {
 		msg = strings.ReplaceAll(msg, s.cfg.APIKey, "[redacted]")

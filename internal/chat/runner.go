@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -217,7 +219,7 @@ func (r *run) save(ctx context.Context, state State, errMsg, said, noticeMsg str
 		return errLost
 	}
 	if said = strings.TrimSpace(said); said != "" {
-		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: r.row.WorkspaceID, ConversationID: r.row.ConversationID, Role: "assistant", Content: truncate(said, 20000),
+		if _, err := q.InsertChatMessage(ctx, db.InsertChatMessageParams{WorkspaceID: r.row.WorkspaceID, ConversationID: r.row.ConversationID, Role: "assistant", Content: clip.Ellipsis(said, 20000),
 			AuthorUserID: uuid.NullUUID{UUID: r.row.OwnerID, Valid: true}}); err != nil {
 			return fmt.Errorf("chat: message: %w", err)
 		}
@@ -424,7 +426,7 @@ func (r *run) propose(ctx context.Context, ts toolset, c ToolCall, seq int) erro
 		if t, ok := ts.byFunction[c.Name]; ok {
 			tool = t.Name
 		}
-		if err := s.q.InsertToolCall(ctx, db.InsertToolCallParams{WorkspaceID: r.row.WorkspaceID, TurnID: r.row.ID, ToolCallID: c.ID, Seq: int32(seq), Tool: truncate(tool, 200),
+		if err := s.q.InsertToolCall(ctx, db.InsertToolCallParams{WorkspaceID: r.row.WorkspaceID, TurnID: r.row.ID, ToolCallID: c.ID, Seq: int32(seq), Tool: clip.Ellipsis(tool, 200),
 			ProposalID: uuid.NullUUID{UUID: proposal, Valid: proposal != uuid.Nil}, Outcome: raw}); err != nil {
 			return fmt.Errorf("chat: record call: %w", err)
 		}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -195,7 +197,7 @@ func checkBounds(bounds []policy.Constraint, field func(i int, c policy.Constrai
 	for i, b := range bounds {
 		f := field(i, b)
 		if !slices.Contains(policy.GrantBoundKinds, b.Kind) {
-			return invalid(f, fmt.Sprintf("must be a bound of kind %s (not %q)", strings.Join(policy.GrantBoundKinds, ", "), truncate(b.Kind, 40)))
+			return invalid(f, fmt.Sprintf("must be a bound of kind %s (not %q)", strings.Join(policy.GrantBoundKinds, ", "), clip.Ellipsis(b.Kind, 40)))
 		}
 		if err := b.Validate(); err != nil {
 			return invalid(f, "cannot be read: "+strings.TrimPrefix(err.Error(), "policy: "))
@@ -647,13 +649,6 @@ func notFound(field, msg string) error {
 }
 
 func text(s string) pgtype.Text { return pgtype.Text{String: s, Valid: s != ""} }
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
 
 func decision(raw []byte) *policy.Decision {
 	if len(raw) == 0 {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -85,7 +87,7 @@ func (s *session) store(ctx context.Context, req sdk.Request, ir *sdk.Initialize
 	}
 	s.mu.Lock()
 	row := db.InsertMCPSessionParams{WorkspaceID: p.WorkspaceID, ID: s.id, TokenID: p.TokenID, OwnerID: p.UserID,
-		ClientName: truncate(s.client, 200), Initialize: init, ProtocolVersion: ir.ProtocolVersion}
+		ClientName: clip.Runes(s.client, 200), Initialize: init, ProtocolVersion: ir.ProtocolVersion}
 	switch {
 	case s.chosen == nil:
 		row.ConversationID, row.Planned = uuid.NullUUID{UUID: s.planned, Valid: true}, true
@@ -272,10 +274,3 @@ func (d *discard) WriteHeader(status int) {
 	}
 }
 func (d *discard) Flush() {}
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n])
-	}
-	return s
-}

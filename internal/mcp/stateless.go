@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/chacha20poly1305"
@@ -90,7 +92,7 @@ func (g *Gateway) statelessConversation(ctx context.Context, p auth.Principal, c
 		return uuid.Nil, errors.New("mcp: stateless clients need the database")
 	}
 	conv, err := g.opts.Queries.StatelessMCPBinding(ctx, db.StatelessMCPBindingParams{WorkspaceID: p.WorkspaceID, ID: id, TokenID: p.TokenID,
-		OwnerID: p.UserID, ConversationID: uuid.NullUUID{UUID: uuid.New(), Valid: true}, ClientName: truncate(client, 200), ProtocolVersion: protocolStateless})
+		OwnerID: p.UserID, ConversationID: uuid.NullUUID{UUID: uuid.New(), Valid: true}, ClientName: clip.Runes(client, 200), ProtocolVersion: protocolStateless})
 	if err != nil {
 		return uuid.Nil, fmt.Errorf("mcp: a stateless client's conversation: %w", err)
 	}

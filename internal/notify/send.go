@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/jackc/pgx/v5/pgtype"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
@@ -294,7 +296,7 @@ func (s *Service) retry(ctx context.Context, r db.ClaimNotificationsRow, cause e
 func (s *Service) record(ctx context.Context, r db.ClaimNotificationsRow, status, why string, next *time.Time) {
 	p := db.FinishNotificationParams{WorkspaceID: r.WorkspaceID, ID: r.ID, Status: status, NextAttemptAt: next}
 	if why != "" {
-		p.LastError = pgtypeText(truncate(why, 500))
+		p.LastError = pgtypeText(clip.Runes(why, 500))
 	}
 	s.finish(ctx, r, s.q.FinishNotification(ctx, p))
 }
@@ -308,10 +310,3 @@ func (s *Service) finish(_ context.Context, r db.ClaimNotificationsRow, err erro
 }
 
 func pgtypeText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: true} }
-
-func truncate(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n])
-	}
-	return s
-}

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gatehouse/gatehouse/internal/clip"
+
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -116,10 +118,10 @@ var ApprovalStatuses = []string{ApprovalPending, ApprovalApproved, ApprovalRejec
 func (f ApprovalFilter) Validate() error {
 	var fields []apperr.FieldError
 	if f.Status != "" && !slices.Contains(ApprovalStatuses, f.Status) {
-		fields = append(fields, apperr.FieldError{Field: "status", Message: fmt.Sprintf("%q is not a status; choose pending, approved, rejected or expired", truncate(f.Status, 40))})
+		fields = append(fields, apperr.FieldError{Field: "status", Message: fmt.Sprintf("%q is not a status; choose pending, approved, rejected or expired", clip.Ellipsis(f.Status, 40))})
 	}
 	if f.Risk != "" && !policy.Risk(f.Risk).Valid() {
-		fields = append(fields, apperr.FieldError{Field: "risk", Message: fmt.Sprintf("%q is not a risk; choose low, medium or high", truncate(f.Risk, 40))})
+		fields = append(fields, apperr.FieldError{Field: "risk", Message: fmt.Sprintf("%q is not a risk; choose low, medium or high", clip.Ellipsis(f.Risk, 40))})
 	}
 	if utf8.RuneCountInString(f.Tool) > 200 {
 		fields = append(fields, apperr.FieldError{Field: "tool", Message: "is longer than 200 characters"})
@@ -157,24 +159,17 @@ func summarize(tool *tools.Tool, args json.RawMessage) string {
 	_ = json.Unmarshal(args, &m)
 	if tool.Contract.Summarize != nil {
 		if s := strings.TrimSpace(tool.Contract.Summarize(m)); s != "" {
-			return truncate(s, 500)
+			return clip.Ellipsis(s, 500)
 		}
 	}
 	var parts []string
 	for _, p := range tool.Params() {
 		if v, ok := m[p.Name]; ok {
 			b, _ := json.Marshal(v)
-			parts = append(parts, p.Name+" "+truncate(string(b), 60))
+			parts = append(parts, p.Name+" "+clip.Ellipsis(string(b), 60))
 		}
 	}
-	return truncate(fmt.Sprintf("Run %s: %s", tool.Name, strings.Join(parts, ", ")), 500)
-}
-
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
+	return clip.Ellipsis(fmt.Sprintf("Run %s: %s", tool.Name, strings.Join(parts, ", ")), 500)
 }
 
 // openPacket creates the approval packet of a deferred proposal, in its

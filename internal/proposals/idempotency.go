@@ -9,10 +9,11 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/gatehouse/gatehouse/internal/canonjson"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/apperr"
