@@ -13,11 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/gatehouse/gatehouse/internal/canonjson"
-
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/canonjson"
 )
 
 // Idempotency keys follow the IETF Idempotency-Key draft. A key belongs to
