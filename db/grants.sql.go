@@ -169,8 +169,9 @@ WHERE g.workspace_id = $1
   AND ($4::uuid IS NULL OR g.conversation_id = $4 OR (g.token_id IS NOT NULL AND g.owner_id = $3))
   AND ($5::uuid IS NULL OR g.notebook_id = $5 OR (g.token_id IS NOT NULL AND g.owner_id = $3))
   AND (NOT $6::boolean OR (g.revoked_at IS NULL AND g.remaining > 0 AND g.expires_at > now()))
+  AND ($7::timestamptz IS NULL OR (g.created_at, g.id) < ($7::timestamptz, $8::uuid))
 ORDER BY g.created_at DESC, g.id DESC
-LIMIT 200
+LIMIT $9
 `
 
 type ListGrantsParams struct {
@@ -180,6 +181,9 @@ type ListGrantsParams struct {
 	ConversationID uuid.NullUUID
 	NotebookID     uuid.NullUUID
 	LiveOnly       bool
+	BeforeAt       *time.Time
+	BeforeID       uuid.NullUUID
+	MaxRows        int32
 }
 
 type ListGrantsRow struct {
@@ -210,7 +214,9 @@ type ListGrantsRow struct {
 	ScopeTitle     string
 }
 
-// The grants a person sees, newest first: those they gave and those over
+// A page of the grants a person sees, newest first (keyset: before the
+// position (before_at, before_id) of the previous page's last, max_rows at
+// most): those they gave and those over
 // their calls (every one of the workspace for an admin, when all is set),
 // optionally those that apply in one conversation or notebook (its own,
 // and its owner's token grants).
@@ -222,6 +228,9 @@ func (q *Queries) ListGrants(ctx context.Context, arg ListGrantsParams) ([]ListG
 		arg.ConversationID,
 		arg.NotebookID,
 		arg.LiveOnly,
+		arg.BeforeAt,
+		arg.BeforeID,
+		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err

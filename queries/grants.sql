@@ -42,7 +42,9 @@ WHERE workspace_id = sqlc.arg(workspace_id) AND id = sqlc.arg(id) AND revoked_at
 RETURNING *;
 
 -- name: ListGrants :many
--- The grants a person sees, newest first: those they gave and those over
+-- A page of the grants a person sees, newest first (keyset: before the
+-- position (before_at, before_id) of the previous page's last, max_rows at
+-- most): those they gave and those over
 -- their calls (every one of the workspace for an admin, when all is set),
 -- optionally those that apply in one conversation or notebook (its own,
 -- and its owner's token grants).
@@ -59,8 +61,9 @@ WHERE g.workspace_id = sqlc.arg(workspace_id)
   AND (sqlc.narg(conversation_id)::uuid IS NULL OR g.conversation_id = sqlc.narg(conversation_id) OR (g.token_id IS NOT NULL AND g.owner_id = sqlc.arg(user_id)))
   AND (sqlc.narg(notebook_id)::uuid IS NULL OR g.notebook_id = sqlc.narg(notebook_id) OR (g.token_id IS NOT NULL AND g.owner_id = sqlc.arg(user_id)))
   AND (NOT sqlc.arg(live_only)::boolean OR (g.revoked_at IS NULL AND g.remaining > 0 AND g.expires_at > now()))
+  AND (sqlc.narg(before_at)::timestamptz IS NULL OR (g.created_at, g.id) < (sqlc.narg(before_at)::timestamptz, sqlc.narg(before_id)::uuid))
 ORDER BY g.created_at DESC, g.id DESC
-LIMIT 200;
+LIMIT sqlc.arg(max_rows);
 
 -- name: CountLiveGrants :one
 -- The scope header's count: the live grants that can apply in one

@@ -80,7 +80,7 @@ func (s *Server) apiListGrants(c echo.Context) error {
 		return err
 	}
 	f.LiveOnly = c.QueryParam("active") == "true"
-	list, err := s.props.Grants().List(c.Request().Context(), principal(c), f)
+	list, next, err := s.props.Grants().List(c.Request().Context(), principal(c), f)
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,11 @@ func (s *Server) apiListGrants(c echo.Context) error {
 	for i, g := range list {
 		out[i] = toGrantJSON(g, now)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"grants": out})
+	answer := map[string]any{"grants": out}
+	if next != "" {
+		answer["next_cursor"] = next
+	}
+	return c.JSON(http.StatusOK, answer)
 }
 
 // apiCreateGrant handles "POST /api/v1/grants": the caller's own grant

@@ -109,11 +109,16 @@ func (s *Server) renderGrants(c echo.Context, status int, message string) error 
 		return err
 	}
 	f.LiveOnly = c.QueryParam("show") != "all"
-	list, err := s.props.Grants().List(c.Request().Context(), p, f)
+	list, next, err := s.props.Grants().List(c.Request().Context(), p, f)
 	if err != nil {
 		return err
 	}
 	v := views.GrantsView{All: f.All, CanSeeAll: p.IsAdmin(), LiveOnly: f.LiveOnly, Error: message}
+	if next != "" {
+		q := c.QueryParams()
+		q.Set("cursor", next)
+		v.OlderURL = "/grants?" + q.Encode()
+	}
 	now := time.Now()
 	for _, g := range list {
 		v.Items = append(v.Items, grantItem(g, now, g.GrantedBy == p.UserID || g.OwnerID == p.UserID || p.IsAdmin()))
@@ -149,6 +154,15 @@ func grantFilter(c echo.Context) (grants.ListFilter, error) {
 	default:
 		return f, apperr.Invalid("The all parameter must be true or false.", apperr.FieldError{Field: "all", Message: "must be true or false"})
 	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > grants.MaxLimit {
+			return f, apperr.Invalid(fmt.Sprintf("The limit must be from 1 to %d.", grants.MaxLimit),
+				apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", grants.MaxLimit)})
+		}
+		f.Limit = n
+	}
+	f.Cursor = c.QueryParam("cursor")
 	return f, nil
 }
 

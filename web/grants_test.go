@@ -505,3 +505,62 @@ func TestGrants_PageListsRevokesAndTheHeaderCounts(t *testing.T) {
 		t.Fatalf("%d grant.revoked rows", got)
 	}
 }
+
+// The grants list reads a page at a time, newest first, with a cursor
+// bound to its reader and filter: every grant once over the pages; an
+// altered cursor, another person's, or a limit out of range is 422 naming
+// the parameter.
+func TestGrants_TheListReadsAPageAtATime(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, dbtest.MustPool(t), sendRegistry(t))
+	e.user("owner@example.com", auth.RoleMember)
+	e.user("eve@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	owner := e.token("owner@example.com", auth.TokenUser)
+	eve := e.token("eve@example.com", auth.TokenUser)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "mine"})
+	want := map[string]bool{}
+	for _, tool := range []string{"records.put", "notes.append", "records.get"} {
+		resp, g := e.api("POST", "/api/v1/grants", owner, map[string]any{"tool": tool, "conversation_id": conv["id"], "duration_minutes": 15, "max_calls": 2})
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("grant %s: %d %v", tool, resp.StatusCode, g)
+		}
+		want[g["id"].(string)] = true
+	}
+	seen := map[string]bool{}
+	path, pages := "/api/v1/grants?limit=2", 0
+	for path != "" {
+		resp, page := e.api("GET", path, owner, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v", path, resp.StatusCode, page)
+		}
+		pages++
+		for _, g := range page["grants"].([]any) {
+			id := g.(map[string]any)["id"].(string)
+			if seen[id] {
+				t.Errorf("grant %s on two pages", id)
+			}
+			seen[id] = true
+		}
+		path = ""
+		if next, _ := page["next_cursor"].(string); next != "" {
+			path = "/api/v1/grants?limit=2&cursor=" + url.QueryEscape(next)
+			if pages == 1 {
+				if resp, p := e.api("GET", path, eve, nil); resp.StatusCode != http.StatusUnprocessableEntity || firstField(p) != "cursor" {
+					t.Errorf("another person's cursor: %d %v", resp.StatusCode, p)
+				}
+				if resp, p := e.api("GET", "/api/v1/grants?limit=2&cursor=A"+next[1:], owner, nil); resp.StatusCode != http.StatusUnprocessableEntity || firstField(p) != "cursor" {
+					t.Errorf("an altered cursor: %d %v", resp.StatusCode, p)
+				}
+			}
+		}
+	}
+	if pages != 2 || len(seen) != len(want) {
+		t.Fatalf("%d pages with %d grants, want 2 with %d", pages, len(seen), len(want))
+	}
+	for _, limit := range []string{"0", "201"} {
+		if resp, p := e.api("GET", "/api/v1/grants?limit="+limit, owner, nil); resp.StatusCode != http.StatusUnprocessableEntity || firstField(p) != "limit" {
+			t.Errorf("limit=%s: %d %v", limit, resp.StatusCode, p)
+		}
+	}
+}

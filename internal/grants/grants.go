@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/clip"
+	"github.com/gatehouse/gatehouse/internal/cursor"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -158,11 +159,13 @@ type Service struct {
 	pool  *pgxpool.Pool
 	q     *db.Queries
 	tools *tools.Registry
+	key   *cursor.Key // signs the list's cursors
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry) *Service {
-	return &Service{pool: pool, q: db.New(pool), tools: registry}
+	q := db.New(pool)
+	return &Service{pool: pool, q: q, tools: registry, key: cursor.NewKey(q)}
 }
 
 // ErrNotFound is a grant the caller may not see.
@@ -543,19 +546,75 @@ func (s *Service) insert(ctx context.Context, q *db.Queries, p auth.Principal, r
 type ListFilter struct {
 	ConversationID, NotebookID uuid.NullUUID
 	All, LiveOnly              bool
+	// Limit is the page's size (0: DefaultLimit; 1 to MaxLimit); Cursor
+	// the previous page's next cursor ("": the first page).
+	Limit  int
+	Cursor string
 }
 
-// List is the grants the caller sees, newest first (at most 200): those
-// they gave and those over their calls, or every one for an admin who
-// asks for all.
-func (s *Service) List(ctx context.Context, p auth.Principal, f ListFilter) ([]Grant, error) {
+// Page sizes of List.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 200
+)
+
+// A list cursor is a place in one person's list with one filter, signed
+// like every list's cursor (internal/cursor):
+//
+//	base64url( 'g' | created_at: 8 bytes | id: 16 bytes | tag: 12 bytes )
+//
+// tag = HMAC-SHA256(key, label | workspace | user | filter | 'g' | created
+// at | id)[:12]: another person's cursor, another filter's, or an altered
+// one is refused (422 naming cursor).
+const (
+	cursorLabel  = "gatehouse grants list cursor"
+	cursorTagLen = 12
+)
+
+var cursorPrefix = []byte("g")
+
+func (f ListFilter) bound(p auth.Principal) [][]byte {
+	return [][]byte{[]byte(cursorLabel), p.WorkspaceID[:], p.UserID[:],
+		[]byte(fmt.Sprintf("all=%t live=%t conv=%s nb=%s", f.All, f.LiveOnly, f.ConversationID.UUID, f.NotebookID.UUID))}
+}
+
+// List is a page of the grants the caller sees, newest first: those they
+// gave and those over their calls, or every one for an admin who asks for
+// all; next is the cursor of the page after it ("": none).
+func (s *Service) List(ctx context.Context, p auth.Principal, f ListFilter) (list []Grant, next string, err error) {
 	if f.All && !p.IsAdmin() {
-		return nil, forbidden("all", "Only admins see every grant of the workspace.")
+		return nil, "", forbidden("all", "Only admins see every grant of the workspace.")
 	}
-	rows, err := s.q.ListGrants(ctx, db.ListGrantsParams{WorkspaceID: p.WorkspaceID, AllGrants: f.All, UserID: p.UserID,
-		ConversationID: f.ConversationID, NotebookID: f.NotebookID, LiveOnly: f.LiveOnly})
+	limit := f.Limit
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	if limit < 1 || limit > MaxLimit {
+		return nil, "", apperr.Invalid(fmt.Sprintf("The limit must be from 1 to %d.", MaxLimit),
+			apperr.FieldError{Field: "limit", Message: fmt.Sprintf("must be from 1 to %d", MaxLimit)})
+	}
+	key, err := s.key.Get(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("grants: list: %w", err)
+		return nil, "", err
+	}
+	params := db.ListGrantsParams{WorkspaceID: p.WorkspaceID, AllGrants: f.All, UserID: p.UserID,
+		ConversationID: f.ConversationID, NotebookID: f.NotebookID, LiveOnly: f.LiveOnly, MaxRows: int32(limit + 1)}
+	if f.Cursor != "" {
+		at, id, ok := cursor.DecodePosition(key, cursorTagLen, cursorPrefix, f.Cursor, f.bound(p)...)
+		if !ok {
+			return nil, "", apperr.Invalid("The cursor is not one this list gave, or it was altered.",
+				apperr.FieldError{Field: "cursor", Message: "is not this list's cursor"})
+		}
+		params.BeforeAt, params.BeforeID = &at, uuid.NullUUID{UUID: id, Valid: true}
+	}
+	rows, err := s.q.ListGrants(ctx, params)
+	if err != nil {
+		return nil, "", fmt.Errorf("grants: list: %w", err)
+	}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[limit-1]
+		next = cursor.EncodePosition(key, cursorTagLen, cursorPrefix, last.CreatedAt, last.ID, f.bound(p)...)
 	}
 	out := make([]Grant, len(rows))
 	for i, r := range rows {
@@ -565,7 +624,7 @@ func (s *Service) List(ctx context.Context, p auth.Principal, f ListFilter) ([]G
 			RevokedBy: r.RevokedBy, LastUsedAt: r.LastUsedAt, ProposalID: r.ProposalID, ApprovalID: r.ApprovalID})
 		out[i].GrantedByEmail, out[i].OwnerEmail, out[i].TokenName, out[i].ScopeTitle = r.GrantedByEmail, r.OwnerEmail, r.TokenName.String, r.ScopeTitle
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // CountLive is how many live grants can apply in the caller's

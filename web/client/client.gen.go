@@ -2200,6 +2200,12 @@ type ListGrantsParams struct {
 
 	// Active true: only grants still live (not used up, expired or revoked).
 	Active *bool `form:"active,omitempty" json:"active,omitempty"`
+
+	// Limit The page's size.
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor The previous page's next_cursor (bound to the caller and the filter; 422 otherwise).
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
 // CreateGrantJSONBody defines parameters for CreateGrant.
@@ -3079,7 +3085,7 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/feedback (the `SubmitFeedback` operationId).
 	SubmitFeedback(ctx context.Context, body SubmitFeedbackJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListGrants The caller's grants, newest first (at most 200)
+	// ListGrants The caller's grants, newest first, a page at a time
 	//
 	// Grants ("approve and allow similar for ..."): those the caller gave and
 	// those over the caller's calls; every grant of the workspace for an admin
@@ -4218,7 +4224,7 @@ func (c *Client) SubmitFeedback(ctx context.Context, body SubmitFeedbackJSONRequ
 	return c.Client.Do(req)
 }
 
-// ListGrants The caller's grants, newest first (at most 200)
+// ListGrants The caller's grants, newest first, a page at a time
 //
 // Grants ("approve and allow similar for ..."): those the caller gave and
 // those over the caller's calls; every grant of the workspace for an admin
@@ -6280,6 +6286,30 @@ func NewListGrantsRequest(server string, params *ListGrantsParams) (*http.Reques
 
 		}
 
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -7878,7 +7908,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/feedback (the `SubmitFeedback` operationId).
 	SubmitFeedbackWithResponse(ctx context.Context, body SubmitFeedbackJSONRequestBody, reqEditors ...RequestEditorFn) (*SubmitFeedbackResponse, error)
 
-	// ListGrantsWithResponse The caller's grants, newest first (at most 200)
+	// ListGrantsWithResponse The caller's grants, newest first, a page at a time
 	//
 	// Grants ("approve and allow similar for ..."): those the caller gave and
 	// those over the caller's calls; every grant of the workspace for an admin
@@ -9546,6 +9576,9 @@ type ListGrantsResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
 		Grants []Grant `json:"grants"`
+
+		// NextCursor The next page's cursor; absent on the last page.
+		NextCursor *string `json:"next_cursor,omitempty"`
 	}
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
@@ -9554,6 +9587,9 @@ type ListGrantsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListGrantsResponse) GetJSON200() *struct {
 	Grants []Grant `json:"grants"`
+
+	// NextCursor The next page's cursor; absent on the last page.
+	NextCursor *string `json:"next_cursor,omitempty"`
 } {
 	return r.JSON200
 }
@@ -11635,7 +11671,7 @@ func (c *ClientWithResponses) SubmitFeedbackWithResponse(ctx context.Context, bo
 	return ParseSubmitFeedbackResponse(rsp)
 }
 
-// ListGrantsWithResponse The caller's grants, newest first (at most 200)
+// ListGrantsWithResponse The caller's grants, newest first, a page at a time
 //
 // Grants ("approve and allow similar for ..."): those the caller gave and
 // those over the caller's calls; every grant of the workspace for an admin
@@ -13144,6 +13180,9 @@ func ParseListGrantsResponse(rsp *http.Response) (*ListGrantsResponse, error) {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Grants []Grant `json:"grants"`
+
+			// NextCursor The next page's cursor; absent on the last page.
+			NextCursor *string `json:"next_cursor,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
