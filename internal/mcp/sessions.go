@@ -122,16 +122,18 @@ func (g *Gateway) takeUp(w http.ResponseWriter, r *http.Request, id string) bool
 		if err != nil {
 			return g.unavailable(w, "close a session", err)
 		}
-		if n > 0 {
-			if err := q.Notify(ctx, SessionClosedEvent+id); err != nil {
-				g.log.Warn("mcp: tell the other instances a session closed", "err", err)
-			}
-			if held == nil {
-				w.WriteHeader(http.StatusNoContent)
-				return true
-			}
+		if n == 0 {
+			return false // not this token's, or not open: the SDK answers 403 or 404
 		}
-		return false // the SDK closes its copy, or answers 404
+		// Closed here, not by the SDK after this returns: this instance's
+		// own listener hears the NOTIFY too, and closing the copy on it
+		// could beat the SDK to the session, which then answered 404.
+		if err := q.Notify(ctx, SessionClosedEvent+id); err != nil {
+			g.log.Warn("mcp: tell the other instances a session closed", "err", err)
+		}
+		g.Forget(id)
+		w.WriteHeader(http.StatusNoContent)
+		return true
 	}
 	if held != nil {
 		held.touch(ctx, p.WorkspaceID)
