@@ -51,18 +51,18 @@ CROSS JOIN LATERAL (
            count(*) AS read
     FROM (
         SELECT p.risk,
-               (a.approver_role = ANY ($2::text[])
+               (a.resolver_roles && $2::text[]
                 AND ($3::text = '' OR p.tool = $3)
                 AND ($4::text = '' OR p.action_class = $4)) IS TRUE AS ok
         FROM (
             -- In an index's order, so that the read stops at the budget
             -- (a sequential scan with a filter could read every packet).
-            (SELECT q.proposal_id, q.approver_role FROM approvals q
+            (SELECT q.proposal_id, q.resolver_roles FROM approvals q
              WHERE c.status <> '' AND q.workspace_id = $5 AND q.status = c.status
              ORDER BY q.expires_at, q.id
              LIMIT $6)
             UNION ALL
-            (SELECT q.proposal_id, q.approver_role FROM approvals q
+            (SELECT q.proposal_id, q.resolver_roles FROM approvals q
              WHERE c.status = '' AND q.workspace_id = $5
              ORDER BY q.created_at DESC, q.id DESC
              LIMIT $6)
@@ -144,13 +144,13 @@ const countPendingApprovals = `-- name: CountPendingApprovals :one
 SELECT count(*) FROM (
     SELECT 1
     FROM (
-        SELECT q.proposal_id, q.approver_role FROM approvals q
+        SELECT q.proposal_id, q.resolver_roles FROM approvals q
         WHERE q.workspace_id = $1 AND q.status = 'pending' AND q.expires_at > now()
         ORDER BY q.expires_at, q.id
         LIMIT $2
     ) a
     CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id AND x.workspace_id = $1 LIMIT 1) p
-    WHERE a.approver_role = ANY ($3::text[]) AND p.proposed_by_user_id <> $4::uuid
+    WHERE a.resolver_roles && $3::text[] AND p.proposed_by_user_id <> $4::uuid
     LIMIT $5
 ) s
 `
@@ -177,6 +177,70 @@ func (q *Queries) CountPendingApprovals(ctx context.Context, arg CountPendingApp
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const escalateApprovals = `-- name: EscalateApprovals :many
+WITH due AS (
+    SELECT q.workspace_id, q.id FROM approvals q
+    WHERE q.status = 'pending' AND q.escalated_at IS NULL AND q.escalate_at IS NOT NULL
+      AND q.escalate_at <= $1::timestamptz AND q.expires_at > $1::timestamptz
+    ORDER BY q.escalate_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE approvals a SET escalated_at = $1::timestamptz
+FROM due
+WHERE a.workspace_id = due.workspace_id AND a.id = due.id
+RETURNING a.workspace_id, a.id, a.proposal_id, a.approver_role, a.escalate_to, a.escalate_at, a.created_at
+`
+
+type EscalateApprovalsParams struct {
+	Now     time.Time
+	MaxRows int32
+}
+
+type EscalateApprovalsRow struct {
+	WorkspaceID  uuid.UUID
+	ID           uuid.UUID
+	ProposalID   uuid.UUID
+	ApproverRole string
+	EscalateTo   pgtype.Text
+	EscalateAt   *time.Time
+	CreatedAt    time.Time
+}
+
+// The sweeper (on a clock it is given: @now): pending packets whose
+// escalation is due and that have not expired are escalated, at most
+// @max_rows at a time, soonest first (approvals_escalate_idx). An
+// escalation happens once; SKIP LOCKED leaves a packet being resolved to
+// its approver (escalating it a moment later changes nothing if it is
+// still pending then).
+func (q *Queries) EscalateApprovals(ctx context.Context, arg EscalateApprovalsParams) ([]EscalateApprovalsRow, error) {
+	rows, err := q.db.Query(ctx, escalateApprovals, arg.Now, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []EscalateApprovalsRow{}
+	for rows.Next() {
+		var i EscalateApprovalsRow
+		if err := rows.Scan(
+			&i.WorkspaceID,
+			&i.ID,
+			&i.ProposalID,
+			&i.ApproverRole,
+			&i.EscalateTo,
+			&i.EscalateAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const expireApprovals = `-- name: ExpireApprovals :many
@@ -220,7 +284,7 @@ func (q *Queries) ExpireApprovals(ctx context.Context) ([]ExpireApprovalsRow, er
 }
 
 const getApproval = `-- name: GetApproval :one
-SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at FROM approvals WHERE id = $1 AND workspace_id = $2
+SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at, quorum, escalate_at, escalate_to, escalated_at, resolver_roles FROM approvals WHERE id = $1 AND workspace_id = $2
 `
 
 type GetApprovalParams struct {
@@ -245,12 +309,17 @@ func (q *Queries) GetApproval(ctx context.Context, arg GetApprovalParams) (Appro
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.ResolvedAt,
+		&i.Quorum,
+		&i.EscalateAt,
+		&i.EscalateTo,
+		&i.EscalatedAt,
+		&i.ResolverRoles,
 	)
 	return i, err
 }
 
 const getApprovalDetail = `-- name: GetApprovalDetail :one
-SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
+SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, a.quorum, a.escalate_at, a.escalate_to, a.escalated_at, a.resolver_roles, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, p.proposed_by_user_id, p.decision, p.status AS proposal_status,
        p.result, p.error, p.applied_arguments, p.effect_decision, p.owner_id, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email
@@ -283,6 +352,11 @@ type GetApprovalDetailRow struct {
 	CreatedAt        time.Time
 	ExpiresAt        time.Time
 	ResolvedAt       *time.Time
+	Quorum           int16
+	EscalateAt       *time.Time
+	EscalateTo       pgtype.Text
+	EscalatedAt      *time.Time
+	ResolverRoles    []string
 	Tool             string
 	ActionClass      pgtype.Text
 	Risk             pgtype.Text
@@ -323,6 +397,11 @@ func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailPa
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.ResolvedAt,
+		&i.Quorum,
+		&i.EscalateAt,
+		&i.EscalateTo,
+		&i.EscalatedAt,
+		&i.ResolverRoles,
 		&i.Tool,
 		&i.ActionClass,
 		&i.Risk,
@@ -349,7 +428,7 @@ func (q *Queries) GetApprovalDetail(ctx context.Context, arg GetApprovalDetailPa
 }
 
 const getApprovalForProposal = `-- name: GetApprovalForProposal :one
-SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at FROM approvals WHERE proposal_id = $1 AND workspace_id = $2
+SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at, quorum, escalate_at, escalate_to, escalated_at, resolver_roles FROM approvals WHERE proposal_id = $1 AND workspace_id = $2
 `
 
 type GetApprovalForProposalParams struct {
@@ -374,12 +453,17 @@ func (q *Queries) GetApprovalForProposal(ctx context.Context, arg GetApprovalFor
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.ResolvedAt,
+		&i.Quorum,
+		&i.EscalateAt,
+		&i.EscalateTo,
+		&i.EscalatedAt,
+		&i.ResolverRoles,
 	)
 	return i, err
 }
 
 const getApprovalForUpdate = `-- name: GetApprovalForUpdate :one
-SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at FROM approvals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+SELECT id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at, quorum, escalate_at, escalate_to, escalated_at, resolver_roles FROM approvals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
 `
 
 type GetApprovalForUpdateParams struct {
@@ -406,35 +490,63 @@ func (q *Queries) GetApprovalForUpdate(ctx context.Context, arg GetApprovalForUp
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.ResolvedAt,
+		&i.Quorum,
+		&i.EscalateAt,
+		&i.EscalateTo,
+		&i.EscalatedAt,
+		&i.ResolverRoles,
 	)
 	return i, err
 }
 
 const insertApproval = `-- name: InsertApproval :one
-INSERT INTO approvals (workspace_id, proposal_id, summary, approver_role, requires_witness, constraints, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-RETURNING id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at
+INSERT INTO approvals (workspace_id, proposal_id, summary, approver_role, requires_witness, constraints, expires_at,
+                       quorum, escalate_at, escalate_to)
+SELECT w.id, $1, $2, $3, $4, $5,
+       $6, e.quorum,
+       CASE WHEN e.escalate_at < $6::timestamptz THEN e.escalate_at END,
+       CASE WHEN e.escalate_at < $6::timestamptz THEN e.escalate_to END
+FROM workspaces w
+CROSS JOIN LATERAL (
+    SELECT greatest($7::int, coalesce((w.approval_quorums ->> $3::text)::int, 1))::smallint AS quorum,
+           CASE WHEN $8::int > 0 THEN now() + make_interval(mins => $8::int)
+                WHEN w.escalate_after_minutes > 0 THEN now() + make_interval(mins => w.escalate_after_minutes) END AS escalate_at,
+           CASE WHEN $8::int > 0 THEN nullif($9::text, '')
+                WHEN w.escalate_after_minutes > 0 THEN w.escalate_to_role END AS escalate_to
+) e
+WHERE w.id = $10
+RETURNING id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at, quorum, escalate_at, escalate_to, escalated_at, resolver_roles
 `
 
 type InsertApprovalParams struct {
-	WorkspaceID     uuid.UUID
-	ProposalID      uuid.UUID
-	Summary         string
-	ApproverRole    string
-	RequiresWitness bool
-	Constraints     json.RawMessage
-	ExpiresAt       time.Time
+	ProposalID          uuid.UUID
+	Summary             string
+	ApproverRole        string
+	RequiresWitness     bool
+	Constraints         json.RawMessage
+	ExpiresAt           time.Time
+	ToolQuorum          int32
+	ToolEscalateMinutes int32
+	ToolEscalateTo      string
+	WorkspaceID         uuid.UUID
 }
 
+// A packet opens with its escalation and quorum rule (migration 47): the
+// tool's own (the policy file's) where it has one, else the workspace's,
+// read here in the same statement. Quorum is the larger of the tool's and
+// the role's; an escalation due at or after the expiry never happens.
 func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) (Approval, error) {
 	row := q.db.QueryRow(ctx, insertApproval,
-		arg.WorkspaceID,
 		arg.ProposalID,
 		arg.Summary,
 		arg.ApproverRole,
 		arg.RequiresWitness,
 		arg.Constraints,
 		arg.ExpiresAt,
+		arg.ToolQuorum,
+		arg.ToolEscalateMinutes,
+		arg.ToolEscalateTo,
+		arg.WorkspaceID,
 	)
 	var i Approval
 	err := row.Scan(
@@ -451,6 +563,11 @@ func (q *Queries) InsertApproval(ctx context.Context, arg InsertApprovalParams) 
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.ResolvedAt,
+		&i.Quorum,
+		&i.EscalateAt,
+		&i.EscalateTo,
+		&i.EscalatedAt,
+		&i.ResolverRoles,
 	)
 	return i, err
 }
@@ -529,7 +646,7 @@ func (q *Queries) ListApprovalVotesDetail(ctx context.Context, arg ListApprovalV
 }
 
 const listApprovalsByID = `-- name: ListApprovalsByID :many
-SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
+SELECT a.id, a.workspace_id, a.proposal_id, a.summary, a.approver_role, a.requires_witness, a.status, a.constraints, a.rejection_reason, a.resolved_by, a.created_at, a.expires_at, a.resolved_at, a.quorum, a.escalate_at, a.escalate_to, a.escalated_at, a.resolver_roles, p.tool, p.action_class, p.risk, p.effect, p.arguments, p.rationale, p.conversation_id, p.notebook_id,
        p.proposed_by_kind, u.email AS proposer_email, t.name AS token_name,
        COALESCE(c.title, n.title, '') AS origin_title, r.email AS resolver_email,
        (SELECT count(*) FROM approval_votes v WHERE v.workspace_id = a.workspace_id AND v.approval_id = a.id) AS votes
@@ -541,7 +658,7 @@ LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 LEFT JOIN users r ON r.id = a.resolved_by
 WHERE a.workspace_id = $1 AND a.id = ANY ($2::uuid[])
-  AND a.approver_role = ANY ($3::text[])
+  AND a.resolver_roles && $3::text[]
 `
 
 type ListApprovalsByIDParams struct {
@@ -564,6 +681,11 @@ type ListApprovalsByIDRow struct {
 	CreatedAt       time.Time
 	ExpiresAt       time.Time
 	ResolvedAt      *time.Time
+	Quorum          int16
+	EscalateAt      *time.Time
+	EscalateTo      pgtype.Text
+	EscalatedAt     *time.Time
+	ResolverRoles   []string
 	Tool            string
 	ActionClass     pgtype.Text
 	Risk            pgtype.Text
@@ -606,6 +728,11 @@ func (q *Queries) ListApprovalsByID(ctx context.Context, arg ListApprovalsByIDPa
 			&i.CreatedAt,
 			&i.ExpiresAt,
 			&i.ResolvedAt,
+			&i.Quorum,
+			&i.EscalateAt,
+			&i.EscalateTo,
+			&i.EscalatedAt,
+			&i.ResolverRoles,
 			&i.Tool,
 			&i.ActionClass,
 			&i.Risk,
@@ -635,12 +762,12 @@ const listApprovalsPageAnyStatus = `-- name: ListApprovalsPageAnyStatus :many
 SELECT s.id, s.at, s.matched::boolean AS matched, s.n = $1::bigint AS last_read
 FROM (
     SELECT a.id, a.created_at AS at, a.n,
-           (a.approver_role = ANY ($2::text[])
+           (a.resolver_roles && $2::text[]
             AND ($3::text = '' OR p.tool = $3)
             AND ($4::text = '' OR p.action_class = $4)
             AND ($5::text = '' OR p.risk = $5)) IS TRUE AS matched
     FROM (
-        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        SELECT q.id, q.proposal_id, q.resolver_roles, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
         FROM approvals q
         WHERE q.workspace_id = $6
           AND (q.created_at, q.id) < ($7::timestamptz, $8::uuid)
@@ -720,12 +847,12 @@ const listApprovalsPageByStatus = `-- name: ListApprovalsPageByStatus :many
 SELECT s.id, s.at, s.matched::boolean AS matched, s.n = $1::bigint AS last_read
 FROM (
     SELECT a.id, a.created_at AS at, a.n,
-           (a.approver_role = ANY ($2::text[])
+           (a.resolver_roles && $2::text[]
             AND ($3::text = '' OR p.tool = $3)
             AND ($4::text = '' OR p.action_class = $4)
             AND ($5::text = '' OR p.risk = $5)) IS TRUE AS matched
     FROM (
-        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        SELECT q.id, q.proposal_id, q.resolver_roles, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
         FROM approvals q
         WHERE q.workspace_id = $6 AND q.status = $7
           AND (q.created_at, q.id) < ($8::timestamptz, $9::uuid)
@@ -809,12 +936,12 @@ const listPendingApprovalsPage = `-- name: ListPendingApprovalsPage :many
 SELECT s.id, s.at, s.matched::boolean AS matched, s.n = $1::bigint AS last_read
 FROM (
     SELECT a.id, a.expires_at AS at, a.n,
-           (a.approver_role = ANY ($2::text[])
+           (a.resolver_roles && $2::text[]
             AND ($3::text = '' OR p.tool = $3)
             AND ($4::text = '' OR p.action_class = $4)
             AND ($5::text = '' OR p.risk = $5)) IS TRUE AS matched
     FROM (
-        SELECT q.id, q.proposal_id, q.approver_role, q.expires_at, row_number() OVER (ORDER BY q.expires_at, q.id) AS n
+        SELECT q.id, q.proposal_id, q.resolver_roles, q.expires_at, row_number() OVER (ORDER BY q.expires_at, q.id) AS n
         FROM approvals q
         WHERE q.workspace_id = $6 AND q.status = 'pending'
           AND (q.expires_at, q.id) > ($7::timestamptz, $8::uuid)
@@ -1104,7 +1231,7 @@ const resolveApproval = `-- name: ResolveApproval :one
 UPDATE approvals SET status = $1, constraints = $2, rejection_reason = $3,
        resolved_by = $4, resolved_at = now()
 WHERE id = $5 AND workspace_id = $6 AND status = 'pending' AND expires_at > now()
-RETURNING id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at
+RETURNING id, workspace_id, proposal_id, summary, approver_role, requires_witness, status, constraints, rejection_reason, resolved_by, created_at, expires_at, resolved_at, quorum, escalate_at, escalate_to, escalated_at, resolver_roles
 `
 
 type ResolveApprovalParams struct {
@@ -1141,6 +1268,11 @@ func (q *Queries) ResolveApproval(ctx context.Context, arg ResolveApprovalParams
 		&i.CreatedAt,
 		&i.ExpiresAt,
 		&i.ResolvedAt,
+		&i.Quorum,
+		&i.EscalateAt,
+		&i.EscalateTo,
+		&i.EscalatedAt,
+		&i.ResolverRoles,
 	)
 	return i, err
 }

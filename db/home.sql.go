@@ -17,7 +17,7 @@ const countResolvablePackets = `-- name: CountResolvablePackets :one
 SELECT count(*) FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 WHERE a.workspace_id = $1 AND a.status = 'pending' AND a.expires_at > now()
-  AND a.approver_role = ANY ($2::text[]) AND p.proposed_by_user_id <> $3
+  AND a.resolver_roles && $2::text[] AND p.proposed_by_user_id <> $3
 `
 
 type CountResolvablePacketsParams struct {
@@ -127,7 +127,7 @@ JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 WHERE a.workspace_id = $1 AND a.status = 'pending' AND a.expires_at > now()
-  AND a.approver_role = ANY ($2::text[]) AND p.proposed_by_user_id <> $3
+  AND a.resolver_roles && $2::text[] AND p.proposed_by_user_id <> $3
 ORDER BY a.expires_at
 LIMIT 20
 `

@@ -60,6 +60,11 @@ type Approval struct {
 	CreatedAt       time.Time
 	ExpiresAt       time.Time
 	ResolvedAt      *time.Time
+	Quorum          int16
+	EscalateAt      *time.Time
+	EscalateTo      pgtype.Text
+	EscalatedAt     *time.Time
+	ResolverRoles   []string
 }
 
 type ApprovalVote struct {
@@ -629,16 +634,19 @@ type User struct {
 }
 
 type Workspace struct {
-	ID                  uuid.UUID
-	Slug                string
-	Name                string
-	AutoApproveHighRisk bool
-	CreatedAt           time.Time
-	InternalDomains     []string
-	WebhookAllowlist    []string
-	RationaleMinLength  int32
-	RationaleMode       string
-	RationaleWarnUntil  *time.Time
+	ID                   uuid.UUID
+	Slug                 string
+	Name                 string
+	AutoApproveHighRisk  bool
+	CreatedAt            time.Time
+	InternalDomains      []string
+	WebhookAllowlist     []string
+	RationaleMinLength   int32
+	RationaleMode        string
+	RationaleWarnUntil   *time.Time
+	EscalateAfterMinutes int32
+	EscalateToRole       pgtype.Text
+	ApprovalQuorums      json.RawMessage
 }
 
 type WorkspaceMember struct {

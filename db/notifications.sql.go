@@ -33,7 +33,9 @@ SELECT c.workspace_id, c.id, c.user_id, c.channel, c.kind, c.proposal_id, c.appr
        np.quiet_start, np.quiet_end, coalesce(np.time_zone, 'UTC')::text AS time_zone,
        w.webhook_allowlist,
        p.tool, p.status AS proposal_status, p.rationale, p.risk, p.action_class, p.decision, p.arguments, p.conversation_id, p.notebook_id,
-       coalesce(a.summary, '')::text AS summary, a.expires_at AS packet_expires_at, coalesce(a.status, '')::text AS packet_status
+       coalesce(a.summary, '')::text AS summary, a.expires_at AS packet_expires_at, coalesce(a.status, '')::text AS packet_status,
+       coalesce(a.approver_role, '')::text AS approver_role,
+       coalesce(CASE WHEN a.escalated_at IS NOT NULL THEN a.escalate_to END, '')::text AS escalated_to
 FROM claimed c
 JOIN users u ON u.id = c.user_id
 JOIN workspaces w ON w.id = c.workspace_id
@@ -77,6 +79,8 @@ type ClaimNotificationsRow struct {
 	Summary          string
 	PacketExpiresAt  *time.Time
 	PacketStatus     string
+	ApproverRole     string
+	EscalatedTo      string
 }
 
 // The sender takes up to max_rows notifications that are due (or whose
@@ -121,6 +125,8 @@ func (q *Queries) ClaimNotifications(ctx context.Context, arg ClaimNotifications
 			&i.Summary,
 			&i.PacketExpiresAt,
 			&i.PacketStatus,
+			&i.ApproverRole,
+			&i.EscalatedTo,
 		); err != nil {
 			return nil, err
 		}
@@ -195,18 +201,24 @@ const foldNotifications = `-- name: FoldNotifications :one
 
 WITH calls AS (
     SELECT DISTINCT p.workspace_id, p.id AS proposal_id, p.owner_id, p.proposed_by_user_id, p.proposed_by_kind, p.status,
-                    a.id AS approval_id, a.approver_role
+                    a.id AS approval_id,
+                    -- A packet escalated by the sweeper (approval.escalated,
+                    -- migration 47) goes to the role it was escalated to.
+                    CASE WHEN e.action = 'approval.escalated' THEN a.escalate_to ELSE a.approver_role END AS approver_role
     FROM audit_events e
     JOIN proposals p ON p.workspace_id = e.workspace_id
-        AND p.id = CASE WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
+        AND p.id = CASE WHEN e.subject_type = 'approval' THEN (e.data->>'proposal_id')::uuid
+                        WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
     LEFT JOIN approvals a ON a.workspace_id = p.workspace_id AND a.proposal_id = p.id AND a.status = 'pending'
     WHERE e.id > $1::bigint AND e.id <= $2::bigint
-      AND e.subject_type = 'proposal'
       -- Only a call that was decided to wait (the audit row's own state:
       -- read without touching proposals, so a fold over the calls that
-      -- ran at once, nearly all of them, costs next to nothing), or one
-      -- sent on to an approver at the moment of effect.
-      AND (e.action = 'proposal.escalated' OR (e.action = 'proposal.created' AND e.data->>'state' IN ('review_required', 'deferred')))
+      -- ran at once, nearly all of them, costs next to nothing), one
+      -- sent on to an approver at the moment of effect, or a packet
+      -- escalated while it waits.
+      AND ((e.subject_type = 'proposal'
+            AND (e.action = 'proposal.escalated' OR (e.action = 'proposal.created' AND e.data->>'state' IN ('review_required', 'deferred'))))
+           OR (e.subject_type = 'approval' AND e.action = 'approval.escalated'))
       AND p.status IN ('pending', 'pending_approval')
 ), recipients AS (
     SELECT c.workspace_id, c.proposal_id, NULL::uuid AS approval_id, c.owner_id AS user_id, 'card' AS kind

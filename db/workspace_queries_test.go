@@ -62,6 +62,7 @@ var crossWorkspace = map[string]string{
 	"FoldNotifications":             "folds a span of the audit log's global feed into every workspace's notifications",
 	"ListAuditSpan":                 "the audit export's global feed: a span of every workspace's rows, once each",
 	"ExpireApprovals":               "the sweeper expires every workspace's overdue packets",
+	"EscalateApprovals":             "the sweeper escalates every workspace's packets that are due",
 	"ReconcileApprovedButNotRun":    "start-up repair across workspaces (crash recovery)",
 	"ReconcileRejectedOrExpired":    "start-up repair across workspaces (crash recovery)",
 	"ReconcileOrphanedPackets":      "start-up repair across workspaces (crash recovery)",

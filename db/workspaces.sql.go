@@ -7,15 +7,17 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const ensureWorkspace = `-- name: EnsureWorkspace :one
 INSERT INTO workspaces (slug, name) VALUES ($1, $2)
 ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums
 `
 
 type EnsureWorkspaceParams struct {
@@ -38,12 +40,15 @@ func (q *Queries) EnsureWorkspace(ctx context.Context, arg EnsureWorkspaceParams
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
+		&i.EscalateAfterMinutes,
+		&i.EscalateToRole,
+		&i.ApprovalQuorums,
 	)
 	return i, err
 }
 
 const getWorkspace = `-- name: GetWorkspace :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until FROM workspaces WHERE id = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums FROM workspaces WHERE id = $1
 `
 
 func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -60,12 +65,15 @@ func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, er
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
+		&i.EscalateAfterMinutes,
+		&i.EscalateToRole,
+		&i.ApprovalQuorums,
 	)
 	return i, err
 }
 
 const getWorkspaceBySlug = `-- name: GetWorkspaceBySlug :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until FROM workspaces WHERE slug = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums FROM workspaces WHERE slug = $1
 `
 
 func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspace, error) {
@@ -82,12 +90,15 @@ func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspac
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
+		&i.EscalateAfterMinutes,
+		&i.EscalateToRole,
+		&i.ApprovalQuorums,
 	)
 	return i, err
 }
 
 const getWorkspaceForUpdate = `-- name: GetWorkspaceForUpdate :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until FROM workspaces WHERE id = $1 FOR UPDATE
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums FROM workspaces WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -104,25 +115,31 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
+		&i.EscalateAfterMinutes,
+		&i.EscalateToRole,
+		&i.ApprovalQuorums,
 	)
 	return i, err
 }
 
 const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
 UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5,
-    rationale_mode = $6, rationale_warn_until = $7
+    rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10
 WHERE id = $1
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums
 `
 
 type UpdateWorkspaceSettingsParams struct {
-	ID                  uuid.UUID
-	AutoApproveHighRisk bool
-	InternalDomains     []string
-	WebhookAllowlist    []string
-	RationaleMinLength  int32
-	RationaleMode       string
-	RationaleWarnUntil  *time.Time
+	ID                   uuid.UUID
+	AutoApproveHighRisk  bool
+	InternalDomains      []string
+	WebhookAllowlist     []string
+	RationaleMinLength   int32
+	RationaleMode        string
+	RationaleWarnUntil   *time.Time
+	EscalateAfterMinutes int32
+	EscalateToRole       pgtype.Text
+	ApprovalQuorums      json.RawMessage
 }
 
 func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspaceSettingsParams) (Workspace, error) {
@@ -134,6 +151,9 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		arg.RationaleMinLength,
 		arg.RationaleMode,
 		arg.RationaleWarnUntil,
+		arg.EscalateAfterMinutes,
+		arg.EscalateToRole,
+		arg.ApprovalQuorums,
 	)
 	var i Workspace
 	err := row.Scan(
@@ -147,6 +167,9 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
+		&i.EscalateAfterMinutes,
+		&i.EscalateToRole,
+		&i.ApprovalQuorums,
 	)
 	return i, err
 }

@@ -1,6 +1,23 @@
 -- name: InsertApproval :one
-INSERT INTO approvals (workspace_id, proposal_id, summary, approver_role, requires_witness, constraints, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+-- A packet opens with its escalation and quorum rule (migration 47): the
+-- tool's own (the policy file's) where it has one, else the workspace's,
+-- read here in the same statement. Quorum is the larger of the tool's and
+-- the role's; an escalation due at or after the expiry never happens.
+INSERT INTO approvals (workspace_id, proposal_id, summary, approver_role, requires_witness, constraints, expires_at,
+                       quorum, escalate_at, escalate_to)
+SELECT w.id, sqlc.arg(proposal_id), sqlc.arg(summary), sqlc.arg(approver_role), sqlc.arg(requires_witness), sqlc.arg(constraints),
+       sqlc.arg(expires_at), e.quorum,
+       CASE WHEN e.escalate_at < sqlc.arg(expires_at)::timestamptz THEN e.escalate_at END,
+       CASE WHEN e.escalate_at < sqlc.arg(expires_at)::timestamptz THEN e.escalate_to END
+FROM workspaces w
+CROSS JOIN LATERAL (
+    SELECT greatest(sqlc.arg(tool_quorum)::int, coalesce((w.approval_quorums ->> sqlc.arg(approver_role)::text)::int, 1))::smallint AS quorum,
+           CASE WHEN sqlc.arg(tool_escalate_minutes)::int > 0 THEN now() + make_interval(mins => sqlc.arg(tool_escalate_minutes)::int)
+                WHEN w.escalate_after_minutes > 0 THEN now() + make_interval(mins => w.escalate_after_minutes) END AS escalate_at,
+           CASE WHEN sqlc.arg(tool_escalate_minutes)::int > 0 THEN nullif(sqlc.arg(tool_escalate_to)::text, '')
+                WHEN w.escalate_after_minutes > 0 THEN w.escalate_to_role END AS escalate_to
+) e
+WHERE w.id = sqlc.arg(workspace_id)
 RETURNING *;
 
 -- name: GetApproval :one
@@ -34,12 +51,12 @@ SELECT * FROM approvals WHERE proposal_id = $1 AND workspace_id = $2;
 SELECT s.id, s.at, s.matched::boolean AS matched, s.n = sqlc.arg(budget)::bigint AS last_read
 FROM (
     SELECT a.id, a.expires_at AS at, a.n,
-           (a.approver_role = ANY (sqlc.arg(roles)::text[])
+           (a.resolver_roles && sqlc.arg(roles)::text[]
             AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
             AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
             AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) IS TRUE AS matched
     FROM (
-        SELECT q.id, q.proposal_id, q.approver_role, q.expires_at, row_number() OVER (ORDER BY q.expires_at, q.id) AS n
+        SELECT q.id, q.proposal_id, q.resolver_roles, q.expires_at, row_number() OVER (ORDER BY q.expires_at, q.id) AS n
         FROM approvals q
         WHERE q.workspace_id = sqlc.arg(workspace_id) AND q.status = 'pending'
           AND (q.expires_at, q.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
@@ -65,12 +82,12 @@ LIMIT sqlc.arg(page_limit);
 SELECT s.id, s.at, s.matched::boolean AS matched, s.n = sqlc.arg(budget)::bigint AS last_read
 FROM (
     SELECT a.id, a.created_at AS at, a.n,
-           (a.approver_role = ANY (sqlc.arg(roles)::text[])
+           (a.resolver_roles && sqlc.arg(roles)::text[]
             AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
             AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
             AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) IS TRUE AS matched
     FROM (
-        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        SELECT q.id, q.proposal_id, q.resolver_roles, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
         FROM approvals q
         WHERE q.workspace_id = sqlc.arg(workspace_id) AND q.status = sqlc.arg(status)
           AND (q.created_at, q.id) < (sqlc.arg(before_at)::timestamptz, sqlc.arg(before_id)::uuid)
@@ -95,12 +112,12 @@ LIMIT sqlc.arg(page_limit);
 SELECT s.id, s.at, s.matched::boolean AS matched, s.n = sqlc.arg(budget)::bigint AS last_read
 FROM (
     SELECT a.id, a.created_at AS at, a.n,
-           (a.approver_role = ANY (sqlc.arg(roles)::text[])
+           (a.resolver_roles && sqlc.arg(roles)::text[]
             AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
             AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))
             AND (sqlc.arg(risk)::text = '' OR p.risk = sqlc.arg(risk))) IS TRUE AS matched
     FROM (
-        SELECT q.id, q.proposal_id, q.approver_role, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
+        SELECT q.id, q.proposal_id, q.resolver_roles, q.created_at, row_number() OVER (ORDER BY q.created_at DESC, q.id DESC) AS n
         FROM approvals q
         WHERE q.workspace_id = sqlc.arg(workspace_id)
           AND (q.created_at, q.id) < (sqlc.arg(before_at)::timestamptz, sqlc.arg(before_id)::uuid)
@@ -136,7 +153,7 @@ LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 LEFT JOIN users r ON r.id = a.resolved_by
 WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.id = ANY (sqlc.arg(ids)::uuid[])
-  AND a.approver_role = ANY (sqlc.arg(roles)::text[]);
+  AND a.resolver_roles && sqlc.arg(roles)::text[];
 
 -- name: CountApprovals :many
 -- The inbox's filter bar, in one query: for each status (and any status),
@@ -157,18 +174,18 @@ CROSS JOIN LATERAL (
            count(*) AS read
     FROM (
         SELECT p.risk,
-               (a.approver_role = ANY (sqlc.arg(roles)::text[])
+               (a.resolver_roles && sqlc.arg(roles)::text[]
                 AND (sqlc.arg(tool)::text = '' OR p.tool = sqlc.arg(tool))
                 AND (sqlc.arg(action_class)::text = '' OR p.action_class = sqlc.arg(action_class))) IS TRUE AS ok
         FROM (
             -- In an index's order, so that the read stops at the budget
             -- (a sequential scan with a filter could read every packet).
-            (SELECT q.proposal_id, q.approver_role FROM approvals q
+            (SELECT q.proposal_id, q.resolver_roles FROM approvals q
              WHERE c.status <> '' AND q.workspace_id = sqlc.arg(workspace_id) AND q.status = c.status
              ORDER BY q.expires_at, q.id
              LIMIT sqlc.arg(budget))
             UNION ALL
-            (SELECT q.proposal_id, q.approver_role FROM approvals q
+            (SELECT q.proposal_id, q.resolver_roles FROM approvals q
              WHERE c.status = '' AND q.workspace_id = sqlc.arg(workspace_id)
              ORDER BY q.created_at DESC, q.id DESC
              LIMIT sqlc.arg(budget))
@@ -217,13 +234,13 @@ RETURNING p.id, p.workspace_id, e.id AS approval_id;
 SELECT count(*) FROM (
     SELECT 1
     FROM (
-        SELECT q.proposal_id, q.approver_role FROM approvals q
+        SELECT q.proposal_id, q.resolver_roles FROM approvals q
         WHERE q.workspace_id = sqlc.arg(workspace_id) AND q.status = 'pending' AND q.expires_at > now()
         ORDER BY q.expires_at, q.id
         LIMIT sqlc.arg(budget)
     ) a
     CROSS JOIN LATERAL (SELECT x.proposed_by_user_id FROM proposals x WHERE x.id = a.proposal_id AND x.workspace_id = sqlc.arg(workspace_id) LIMIT 1) p
-    WHERE a.approver_role = ANY (sqlc.arg(roles)::text[]) AND p.proposed_by_user_id <> sqlc.arg(user_id)::uuid
+    WHERE a.resolver_roles && sqlc.arg(roles)::text[] AND p.proposed_by_user_id <> sqlc.arg(user_id)::uuid
     LIMIT sqlc.arg(cap)
 ) s;
 
@@ -287,3 +304,23 @@ UPDATE approvals a SET status = CASE p.status WHEN 'rejected' THEN 'rejected' WH
 FROM proposals p
 WHERE a.proposal_id = p.id AND a.status = 'pending' AND p.status IN ('applying', 'applied', 'failed', 'rejected', 'expired')
 RETURNING a.id, a.workspace_id, p.id AS proposal_id, p.status AS proposal_status;
+
+-- name: EscalateApprovals :many
+-- The sweeper (on a clock it is given: @now): pending packets whose
+-- escalation is due and that have not expired are escalated, at most
+-- @max_rows at a time, soonest first (approvals_escalate_idx). An
+-- escalation happens once; SKIP LOCKED leaves a packet being resolved to
+-- its approver (escalating it a moment later changes nothing if it is
+-- still pending then).
+WITH due AS (
+    SELECT q.workspace_id, q.id FROM approvals q
+    WHERE q.status = 'pending' AND q.escalated_at IS NULL AND q.escalate_at IS NOT NULL
+      AND q.escalate_at <= sqlc.arg(now)::timestamptz AND q.expires_at > sqlc.arg(now)::timestamptz
+    ORDER BY q.escalate_at
+    LIMIT sqlc.arg(max_rows)
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE approvals a SET escalated_at = sqlc.arg(now)::timestamptz
+FROM due
+WHERE a.workspace_id = due.workspace_id AND a.id = due.id
+RETURNING a.workspace_id, a.id, a.proposal_id, a.approver_role, a.escalate_to, a.escalate_at, a.created_at;

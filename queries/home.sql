@@ -24,7 +24,7 @@ LIMIT 50;
 SELECT count(*) FROM approvals a
 JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.status = 'pending' AND a.expires_at > now()
-  AND a.approver_role = ANY (sqlc.arg(roles)::text[]) AND p.proposed_by_user_id <> sqlc.arg(user_id);
+  AND a.resolver_roles && sqlc.arg(roles)::text[] AND p.proposed_by_user_id <> sqlc.arg(user_id);
 
 -- name: ListResolvablePackets :many
 SELECT a.id, a.summary, a.expires_at, a.approver_role, p.tool, p.risk, p.effect,
@@ -34,7 +34,7 @@ JOIN proposals p ON p.id = a.proposal_id AND p.workspace_id = a.workspace_id
 LEFT JOIN conversations c ON c.id = p.conversation_id
 LEFT JOIN notebooks n ON n.id = p.notebook_id
 WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.status = 'pending' AND a.expires_at > now()
-  AND a.approver_role = ANY (sqlc.arg(roles)::text[]) AND p.proposed_by_user_id <> sqlc.arg(user_id)
+  AND a.resolver_roles && sqlc.arg(roles)::text[] AND p.proposed_by_user_id <> sqlc.arg(user_id)
 ORDER BY a.expires_at
 LIMIT 20;
 

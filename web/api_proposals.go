@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -46,7 +47,11 @@ type proposalJSON struct {
 	ApprovalURL      string           `json:"approval_url,omitempty"`
 	ApproverRole     string           `json:"approver_role,omitempty"`
 	Summary          string           `json:"summary,omitempty"`
-	TTLSeconds       *int             `json:"ttl_seconds,omitempty"`
+	ApprovalsNeeded  int              `json:"approvals_needed,omitempty"`
+	// EscalatedTo is the role a waiting packet was escalated to, and when.
+	EscalatedTo string `json:"escalated_to,omitempty"`
+	EscalatedAt string `json:"escalated_at,omitempty"`
+	TTLSeconds  *int   `json:"ttl_seconds,omitempty"`
 	// OutcomeUnknown marks a call that was claimed but whose outcome was
 	// never recorded (its request died): it is under review, never re-run.
 	ConfirmIgnored string `json:"confirm_ignored,omitempty"`
@@ -77,7 +82,14 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 	if a := p.Packet; a != nil {
 		ttl := int(max(0, time.Until(a.ExpiresAt).Seconds()))
 		out.ApprovalID, out.ApprovalURL, out.Summary, out.TTLSeconds = a.ID.String(), "/admin/approvals/"+a.ID.String(), a.Summary, &ttl
-		out.ApproverRole = a.ApproverRole
+		out.ApproverRole, out.ApprovalsNeeded = a.ApproverRole, a.Needed
+		if a.EscalatedAt != nil {
+			out.EscalatedTo, out.EscalatedAt = a.EscalatedTo, rfc3339(*a.EscalatedAt)
+			if p.Status == proposals.StatusPendingApproval {
+				out.Note = fmt.Sprintf("Still waiting: nobody of the %s role decided in time, so it was escalated to the %s role as well at %s. It runs only if approved before %s.",
+					a.ApproverRole, a.EscalatedTo, out.EscalatedAt, rfc3339(a.ExpiresAt))
+			}
+		}
 	}
 	return out
 }

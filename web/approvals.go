@@ -62,6 +62,14 @@ type approvalJSON struct {
 	ProposalStatus    string          `json:"proposal_status,omitempty"`
 	Error             string          `json:"error,omitempty"`
 	Approvals         int             `json:"approvals"`
+	// ApprovalsNeeded is how many distinct approvers it needs (its
+	// quorum; 2 with a witness).
+	ApprovalsNeeded int `json:"approvals_needed"`
+	// Escalation: the role it is (or was) escalated to while pending, and
+	// when.
+	EscalateTo  string `json:"escalate_to,omitempty"`
+	EscalateAt  string `json:"escalate_at,omitempty"`
+	EscalatedAt string `json:"escalated_at,omitempty"`
 }
 
 func toApprovalJSON(a proposals.Approval) approvalJSON {
@@ -73,6 +81,13 @@ func toApprovalJSON(a proposals.Approval) approvalJSON {
 		ProposedArguments: a.ProposedArguments, ProposalStatus: a.ProposalStatus, Error: a.Error, Approvals: len(a.Voters)}
 	if out.Constraints == nil {
 		out.Constraints = []policy.Constraint{}
+	}
+	out.ApprovalsNeeded, out.EscalateTo = a.Needed(), a.EscalateTo
+	if a.EscalateAt != nil {
+		out.EscalateAt = rfc3339(*a.EscalateAt)
+	}
+	if a.EscalatedAt != nil {
+		out.EscalatedAt = rfc3339(*a.EscalatedAt)
 	}
 	switch a.Scope.Kind {
 	case proposals.ScopeConversation:
@@ -477,9 +492,14 @@ func (s *Server) toApprovalItem(a proposals.Approval, query string, now time.Tim
 		Tool: a.Tool, ActionClass: a.ActionClass, Risk: a.Risk, Effect: a.Effect, Proposer: proposerWords(a),
 		Origin: a.OriginTitle, OriginKind: kind, OriginURL: link, ApproverRole: a.ApproverRole,
 		Expires:    views.Moment{RFC3339: a.ExpiresAt.UTC().Format(time.RFC3339), Absolute: absolute(a.ExpiresAt), Relative: countdownWords(a.TTL(now))},
-		ResolvedBy: a.ResolvedByEmail, Votes: a.VoteCount, Irreversible: s.irreversible(a), URL: u}
+		ResolvedBy: a.ResolvedByEmail, Votes: a.VoteCount, Irreversible: s.irreversible(a), URL: u, Needed: a.Needed(), EscalateTo: a.EscalateTo}
 	if a.ResolvedAt != nil {
 		item.Resolved = moment(*a.ResolvedAt, now)
+	}
+	if a.EscalatedAt != nil {
+		item.Escalated = moment(*a.EscalatedAt, now)
+	} else if a.EscalateAt != nil {
+		item.Escalates = moment(*a.EscalateAt, now)
 	}
 	return item
 }
@@ -698,7 +718,7 @@ func (s *Server) resolved(c echo.Context, id uuid.UUID, action string, a proposa
 		a = full
 		status := http.StatusOK
 		if a.Status == proposals.ApprovalPending {
-			status = http.StatusAccepted // a witness is still needed
+			status = http.StatusAccepted // more approvers are still needed (a witness, a quorum)
 		}
 		return c.JSON(status, map[string]any{"approval": toApprovalJSON(a), "proposal": toProposalJSON(p)})
 	}
@@ -713,7 +733,7 @@ func (s *Server) resolved(c echo.Context, id uuid.UUID, action string, a proposa
 	case action == "reject":
 		done = fmt.Sprintf("Rejected %s: %s.", p.Tool, strings.TrimSuffix(a.Summary, "."))
 	case a.Status == proposals.ApprovalPending:
-		done = fmt.Sprintf("Your approval of %s is recorded; it waits for a second approver.", p.Tool)
+		done = fmt.Sprintf("Your approval of %s is recorded: %d of the %d approvals it needs; it waits for another approver.", p.Tool, a.VoteCount, a.Needed())
 	case p.Status == proposals.StatusFailed:
 		done = fmt.Sprintf("Approved %s, but the call failed: %s", p.Tool, p.Error)
 	default:

@@ -344,6 +344,11 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 			} else if len(ids) > 0 {
 				s.log.Info("approvals expired", "count", len(ids))
 			}
+			if ids, err := s.props.EscalateApprovals(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				s.log.Warn("escalating approvals", "err", err)
+			} else if len(ids) > 0 {
+				s.log.Info("approvals escalated", "count", len(ids))
+			}
 		case <-slow.C:
 			if s.auth != nil {
 				s.auth.SweepTokenCache(time.Now())

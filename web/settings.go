@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ func (s *Server) settingsPage(c echo.Context) error {
 	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: st.AutoApproveHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
 		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1",
 		RationaleMode: st.RationaleMode}
+	if r := st.Approvals; r != nil {
+		v.EscalateAfterMinutes, v.EscalateToRole, v.ApprovalQuorums = strconv.Itoa(r.EscalateAfterMinutes), r.EscalateToRole, settings.QuorumsText(r.Quorums)
+	}
 	if st.RationaleWarnUntil != nil {
 		v.RationaleWarnUntil = st.RationaleWarnUntil.UTC().Format(time.DateOnly)
 		v.RationaleWarnExpired = !st.RationaleWarnUntil.After(time.Now())
@@ -65,6 +69,23 @@ func (s *Server) saveSettings(c echo.Context) error {
 	if next.RationaleMode == "" {
 		next.RationaleMode = settings.RationaleStrict
 	}
+	after, to, quorums := strings.TrimSpace(c.FormValue("escalate_after_minutes")), strings.TrimSpace(c.FormValue("escalate_to_role")), c.FormValue("approval_quorums")
+	if _, sent := c.Request().PostForm["escalate_after_minutes"]; sent {
+		// A form without the approval rules (an older page) keeps them.
+		rules := settings.ApprovalRules{EscalateToRole: strings.ToLower(to)}
+		if after != "" {
+			n, err := strconv.Atoi(after)
+			if err != nil || n < 0 || n > settings.MaxEscalateAfterMinutes {
+				errs = append(errs, apperr.Invalid("", apperr.FieldError{Field: "escalate_after_minutes",
+					Message: fmt.Sprintf("must be a whole number from 0 (never) to %d", settings.MaxEscalateAfterMinutes)}))
+			}
+			rules.EscalateAfterMinutes = n
+		}
+		if rules.Quorums, err = settings.ParseQuorums("approval_quorums", quorums); err != nil {
+			errs = append(errs, err)
+		}
+		next.Approvals = &rules
+	}
 	if len(errs) == 0 {
 		_, err := s.settings.Update(c.Request().Context(), principal(c), next)
 		if err == nil {
@@ -76,7 +97,8 @@ func (s *Server) saveSettings(c echo.Context) error {
 		errs = append(errs, err)
 	}
 	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
-		RationaleMode: next.RationaleMode, RationaleWarnUntil: until, Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{}}
+		RationaleMode: next.RationaleMode, RationaleWarnUntil: until, Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{},
+		EscalateAfterMinutes: after, EscalateToRole: to, ApprovalQuorums: quorums}
 	for _, e := range errs {
 		var ae *apperr.Error
 		if errors.As(e, &ae) {

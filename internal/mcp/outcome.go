@@ -59,6 +59,14 @@ func (s *session) outcome(p proposals.Proposal) *sdk.CallToolResult {
 		}
 		if p.Packet != nil {
 			text += fmt.Sprintf(" before %s", p.Packet.ExpiresAt.UTC().Format(time.RFC3339))
+			if n := p.Packet.Needed; n > 1 {
+				data["approvals_needed"] = n
+				text += fmt.Sprintf(" (it needs %d distinct approvers)", n)
+			}
+			if at := p.Packet.EscalatedAt; at != nil {
+				data["escalated_to"], data["escalated_at"] = p.Packet.EscalatedTo, at.UTC().Format(time.RFC3339)
+				text += fmt.Sprintf("; still waiting: escalated to the %s role at %s", p.Packet.EscalatedTo, at.UTC().Format(time.RFC3339))
+			}
 		}
 		return textResult(text+fmt.Sprintf(". Call %s with this id later for the outcome.", CheckProposalTool), data)
 	case proposals.StatusPending:

@@ -68,6 +68,9 @@ type item struct {
 	DecideURL string    `json:"decide_url"`
 	Expires   time.Time `json:"decide_url_expires_at"`
 	OpenURL   string    `json:"open_url"`
+	// EscalatedTo is the role a packet was escalated to (its approver
+	// role's holders did not decide in time).
+	EscalatedTo string `json:"escalated_to,omitempty"`
 }
 
 // deliver sends one person's due notifications on one channel.
@@ -126,7 +129,7 @@ func (s *Service) item(ctx context.Context, r db.ClaimNotificationsRow) (item, e
 		return item{}, err
 	}
 	it := item{row: r, Kind: r.Kind, Proposal: r.ProposalID.String(), Tool: r.Tool, Summary: r.Summary, Risk: r.Risk.String,
-		Class: r.ActionClass.String, Rationale: r.Rationale, DecideURL: url, Expires: expires.UTC()}
+		Class: r.ActionClass.String, Rationale: r.Rationale, DecideURL: url, Expires: expires.UTC(), EscalatedTo: r.EscalatedTo}
 	if it.Summary == "" {
 		it.Summary = "Call " + r.Tool
 	}
@@ -163,7 +166,11 @@ func (s *Service) mail(ctx context.Context, to db.ClaimNotificationsRow, items [
 			b.WriteString("\n----\n\n")
 		}
 		who := "An agent's call waits for you to confirm or reject it."
-		if it.Kind == "packet" {
+		switch {
+		case it.Kind == "packet" && it.EscalatedTo != "":
+			who = fmt.Sprintf("Escalated: an agent's call waited for the %s role and nobody decided it in time; the %s role may decide it now.",
+				it.row.ApproverRole, it.EscalatedTo)
+		case it.Kind == "packet":
 			who = "An agent's call waits for an approver's decision; you may decide it."
 		}
 		fmt.Fprintf(&b, "%s\n\n%s\nTool: %s\n", who, it.Summary, it.Tool)

@@ -44,6 +44,14 @@ type Approval struct {
 	Summary         string
 	ApproverRole    string
 	RequiresWitness bool
+	// Quorum is how many distinct approvers it needs (Needed: with a
+	// witness, at least 2).
+	Quorum int
+	// Escalation: to whom and when it is (EscalatedAt: was) escalated
+	// while pending; "" and nil when it never is.
+	EscalateTo      string
+	EscalateAt      *time.Time
+	EscalatedAt     *time.Time
 	Status          string
 	Constraints     []policy.Constraint
 	RejectionReason string
@@ -99,6 +107,26 @@ type Similar struct {
 	Arguments json.RawMessage
 	CreatedAt time.Time
 	ApplyPath string
+}
+
+// Needed is how many distinct approvers the packet needs: its quorum,
+// and at least 2 when it requires a witness.
+func (a Approval) Needed() int { return needed(a.Quorum, a.RequiresWitness) }
+
+func needed(quorum int, witness bool) int {
+	if witness {
+		return max(quorum, 2)
+	}
+	return max(quorum, 1)
+}
+
+// ResolverRoles are the roles whose holders may resolve it now: its
+// approver role, and once escalated the role it was escalated to.
+func (a Approval) ResolverRoles() []string {
+	if a.EscalatedAt != nil && a.EscalateTo != "" && a.EscalateTo != a.ApproverRole {
+		return []string{a.ApproverRole, a.EscalateTo}
+	}
+	return []string{a.ApproverRole}
 }
 
 // TTL is the time left before the packet expires (0 when past).
@@ -183,9 +211,11 @@ func (s *Service) openPacket(ctx context.Context, q *db.Queries, p auth.Principa
 	if role == "" {
 		role = string(auth.RoleApprover)
 	}
+	g := tool.Contract.Gating
 	a, err := q.InsertApproval(ctx, db.InsertApprovalParams{WorkspaceID: p.WorkspaceID, ProposalID: proposalID,
 		Summary: summarize(tool, args), ApproverRole: role, RequiresWitness: witness, Constraints: json.RawMessage(`[]`),
-		ExpiresAt: time.Now().Add(tool.Contract.Gating.Window)})
+		ExpiresAt: time.Now().Add(g.Window), ToolQuorum: int32(g.Quorum), ToolEscalateMinutes: int32(g.Escalation.After / time.Minute),
+		ToolEscalateTo: g.Escalation.To})
 	if err != nil {
 		return db.Approval{}, fmt.Errorf("proposals: open approval packet: %w", err)
 	}
@@ -334,7 +364,8 @@ func (s *Service) Approvals(ctx context.Context, p auth.Principal, f ApprovalFil
 		}
 		a := approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
 			RequiresWitness: r.RequiresWitness, Status: r.Status, Constraints: r.Constraints, RejectionReason: r.RejectionReason,
-			CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt})
+			CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt,
+			Quorum: r.Quorum, EscalateTo: r.EscalateTo, EscalateAt: r.EscalateAt, EscalatedAt: r.EscalatedAt})
 		a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
 		a.Scope, a.ProposedBy, a.ProposerEmail = scopeOfIDs(r.ConversationID, r.NotebookID), r.ProposedByKind, r.ProposerEmail
 		a.Effect, a.TokenName, a.OriginTitle, a.ResolvedByEmail, a.VoteCount = r.Effect, r.TokenName.String, r.OriginTitle, r.ResolverEmail.String, int(r.Votes)
@@ -456,8 +487,9 @@ func (s *Service) Approval(ctx context.Context, p auth.Principal, id uuid.UUID) 
 	}
 	a := approvalFrom(db.Approval{ID: r.ID, ProposalID: r.ProposalID, Summary: r.Summary, ApproverRole: r.ApproverRole,
 		RequiresWitness: r.RequiresWitness, Status: r.Status, Constraints: r.Constraints, RejectionReason: r.RejectionReason,
-		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt})
-	if !p.MayResolve(r.ApproverRole) {
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, ResolvedAt: r.ResolvedAt,
+		Quorum: r.Quorum, EscalateTo: r.EscalateTo, EscalateAt: r.EscalateAt, EscalatedAt: r.EscalatedAt})
+	if !slices.ContainsFunc(a.ResolverRoles(), p.MayResolve) {
 		return Approval{}, ErrApprovalNotFound // the queue shows each approver only what they may resolve
 	}
 	a.Tool, a.ActionClass, a.Risk, a.Arguments, a.Rationale = r.Tool, r.ActionClass.String, r.Risk.String, r.Arguments, r.Rationale
@@ -564,20 +596,32 @@ func (s *Service) approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 	}
 	witness := a.RequiresWitness || slices.ContainsFunc(attached, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness }) ||
 		slices.ContainsFunc(ec.d.constraints, func(c policy.Constraint) bool { return c.Kind == policy.ConstraintRequiresWitness })
-	if grant != nil && witness {
-		// No grant stands in for a second approver: refused, nothing done.
-		return Approval{}, Proposal{}, apperr.Invalid("This packet needs a witness: a grant never stands in for a second approver. Nothing was done.",
-			apperr.FieldError{Field: "grant", Message: "cannot be given on a packet that needs a witness"})
+	need := needed(int(a.Quorum), witness)
+	if grant != nil && need > 1 {
+		// No grant stands in for another approver: refused, nothing done.
+		return Approval{}, Proposal{}, apperr.Invalid(fmt.Sprintf("This packet needs %d approvers: a grant never stands in for another approver. Nothing was done.", need),
+			apperr.FieldError{Field: "grant", Message: fmt.Sprintf("cannot be given on a packet that needs %d approvers", need)})
 	}
-	if witness && len(approvers) < 2 {
-		if !a.RequiresWitness {
+	// One approver may be anyone who may resolve it but the proposer; a
+	// witness or a quorum counts distinct approvers who are neither the
+	// proposer nor the scope's owner.
+	counted := voters
+	if need > 1 {
+		counted = approvers
+	}
+	if len(counted) < need {
+		if witness && !a.RequiresWitness {
 			if err := q.RequireWitness(ctx, db.RequireWitnessParams{ID: id, WorkspaceID: a.WorkspaceID}); err != nil {
 				return Approval{}, Proposal{}, fmt.Errorf("proposals: require witness: %w", err)
 			}
 			a.RequiresWitness = true
 		}
-		if err := s.audit(ctx, q, p, ec.tool, "approval.witnessed", "approval", id.String(), map[string]any{
-			"proposal_id": prop.ID, "constraints": constraints, "approvers": len(approvers)}); err != nil {
+		action := "approval.witnessed"
+		if a.Quorum > 1 {
+			action = "approval.voted"
+		}
+		if err := s.audit(ctx, q, p, ec.tool, action, "approval", id.String(), map[string]any{
+			"proposal_id": prop.ID, "constraints": constraints, "approvers": len(counted), "needed": need}); err != nil {
 			return Approval{}, Proposal{}, err
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -586,6 +630,7 @@ func (s *Service) approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 		s.announce(prop, true)
 		out := approvalFrom(a)
 		out.Voters = voters
+		out.VoteCount = len(counted)
 		return out, fromRow(prop), nil
 	}
 	cs, err := json.Marshal(attached)
@@ -730,19 +775,8 @@ func (s *Service) resolvable(ctx context.Context, q *db.Queries, p auth.Principa
 	if err != nil {
 		return db.Approval{}, db.Proposal{}, fmt.Errorf("proposals: get approval: %w", err)
 	}
-	if err := canResolve(p, a.ApproverRole); err != nil {
+	if err := s.holdsResolverRole(ctx, q, p, a); err != nil {
 		return db.Approval{}, db.Proposal{}, err
-	}
-	if !isWorkspaceRole(a.ApproverRole) {
-		// A named role is read again from the rows, in this transaction: one
-		// revoked a moment ago no longer resolves a packet.
-		held, err := q.HoldsApproverRole(ctx, db.HoldsApproverRoleParams{WorkspaceID: p.WorkspaceID, UserID: p.UserID, Role: a.ApproverRole})
-		if err != nil {
-			return db.Approval{}, db.Proposal{}, fmt.Errorf("proposals: read approver role: %w", err)
-		}
-		if !held {
-			return db.Approval{}, db.Proposal{}, apperr.Errorf(apperr.EFORBIDDEN, "This approval waits for the %s role, which you do not hold.", a.ApproverRole)
-		}
 	}
 	prop, err := q.GetProposalInWorkspaceForUpdate(ctx, db.GetProposalInWorkspaceForUpdateParams{ID: a.ProposalID, WorkspaceID: p.WorkspaceID})
 	if err != nil {
@@ -758,6 +792,41 @@ func (s *Service) resolvable(ctx context.Context, q *db.Queries, p auth.Principa
 		return db.Approval{}, db.Proposal{}, resolvedError(a)
 	}
 	return a, prop, nil
+}
+
+// holdsResolverRole checks that p holds a role that resolves the packet
+// now: its approver role, or the role it was escalated to. A named role is
+// read again from the rows, in this transaction: one revoked a moment ago
+// no longer resolves a packet.
+func (s *Service) holdsResolverRole(ctx context.Context, q *db.Queries, p auth.Principal, a db.Approval) error {
+	roles := a.ResolverRoles
+	if len(roles) == 0 {
+		roles = []string{a.ApproverRole}
+	}
+	var refused error
+	for _, role := range roles {
+		if err := canResolve(p, role); err != nil {
+			refused = err
+			continue
+		}
+		if isWorkspaceRole(role) {
+			return nil
+		}
+		held, err := q.HoldsApproverRole(ctx, db.HoldsApproverRoleParams{WorkspaceID: p.WorkspaceID, UserID: p.UserID, Role: role})
+		if err != nil {
+			return fmt.Errorf("proposals: read approver role: %w", err)
+		}
+		if held {
+			return nil
+		}
+	}
+	if len(roles) > 1 && !p.IsAgent() {
+		return apperr.Errorf(apperr.EFORBIDDEN, "This approval waits for the %s role, or the %s role it was escalated to; you hold neither.", roles[0], roles[1])
+	}
+	if refused != nil {
+		return refused
+	}
+	return apperr.Errorf(apperr.EFORBIDDEN, "This approval waits for the %s role, which you do not hold.", roles[0])
 }
 
 func isWorkspaceRole(role string) bool {
@@ -837,6 +906,50 @@ func (s *Service) ExpireApprovals(ctx context.Context) ([]uuid.UUID, error) {
 	return ids, nil
 }
 
+// escalateBatch bounds one sweep's escalations (the next sweep takes the
+// rest).
+const escalateBatch = 500
+
+// EscalateApprovals escalates the pending packets whose escalation is due
+// at now (the sweeper passes the time; tests pass a later one): the role
+// they were escalated to may resolve them from then on, the notifications
+// fold tells its holders (the audit row approval.escalated is its feed),
+// and an agent that asks for the outcome reads that the call still waits,
+// escalated. Nothing about the call changes: it still runs only when
+// approved, and fails closed at expiry. It returns the packets.
+func (s *Service) EscalateApprovals(ctx context.Context, now time.Time) ([]uuid.UUID, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("proposals: begin: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	q := s.q.WithTx(tx)
+	rows, err := q.EscalateApprovals(ctx, db.EscalateApprovalsParams{Now: now, MaxRows: escalateBatch})
+	if err != nil {
+		return nil, fmt.Errorf("proposals: escalate approvals: %w", err)
+	}
+	ids := make([]uuid.UUID, len(rows))
+	workspaces := map[uuid.UUID]bool{}
+	for i, r := range rows {
+		ids[i] = r.ID
+		workspaces[r.WorkspaceID] = true
+		data := map[string]any{"proposal_id": r.ProposalID, "from_role": r.ApproverRole, "to_role": r.EscalateTo.String}
+		if r.EscalateAt != nil {
+			data["after_minutes"] = int(r.EscalateAt.Sub(r.CreatedAt).Round(time.Minute) / time.Minute)
+		}
+		if err := audit.Record(ctx, q, auth.Principal{WorkspaceID: r.WorkspaceID}, r.WorkspaceID, "approval.escalated", "approval", r.ID.String(), data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("proposals: commit escalation: %w", err)
+	}
+	for ws := range workspaces {
+		s.announceApprovals(ws)
+	}
+	return ids, nil
+}
+
 // Reconcile settles packets and proposals that disagree, which a crash
 // between two steps of an older version could leave behind (approving is
 // one transaction now): an approved packet whose call never started fails
@@ -903,7 +1016,8 @@ func approvalFrom(a db.Approval) Approval {
 	_ = json.Unmarshal(a.Constraints, &cs)
 	return Approval{ID: a.ID, ProposalID: a.ProposalID, Summary: a.Summary, ApproverRole: a.ApproverRole,
 		RequiresWitness: a.RequiresWitness, Status: a.Status, Constraints: cs, RejectionReason: a.RejectionReason.String,
-		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ResolvedAt: a.ResolvedAt}
+		CreatedAt: a.CreatedAt, ExpiresAt: a.ExpiresAt, ResolvedAt: a.ResolvedAt,
+		Quorum: int(a.Quorum), EscalateTo: a.EscalateTo.String, EscalateAt: a.EscalateAt, EscalatedAt: a.EscalatedAt}
 }
 
 func scopeOfIDs(conv, nb uuid.NullUUID) Scope {

@@ -188,7 +188,7 @@ func (s *Service) escalate(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth
 	}
 	s.announce(row, true)
 	out := fromRow(row)
-	out.Packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
+	out.Packet = packetOf(a)
 	return out, nil
 }
 

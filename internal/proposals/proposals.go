@@ -137,6 +137,22 @@ type Packet struct {
 	Status       string
 	ExpiresAt    time.Time
 	ApproverRole string
+	// Needed is how many distinct approvers it needs.
+	Needed int
+	// EscalatedTo is the role it was escalated to while waiting, and
+	// when ("" and nil: not escalated).
+	EscalatedTo string
+	EscalatedAt *time.Time
+}
+
+// packetOf is what a proposal shows of its packet a.
+func packetOf(a db.Approval) *Packet {
+	out := &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole,
+		Needed: needed(int(a.Quorum), a.RequiresWitness)}
+	if a.EscalatedAt != nil {
+		out.EscalatedTo, out.EscalatedAt = a.EscalateTo.String, a.EscalatedAt
+	}
+	return out
 }
 
 // Input is a proposed call as the caller sent it.
@@ -541,7 +557,7 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 		if err != nil {
 			return Proposal{}, err
 		}
-		packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
+		packet = packetOf(a)
 		auditData["approval_id"] = a.ID
 	}
 	if err := s.audit(ctx, q, p, tool, "proposal.created", "proposal", row.ID.String(), auditData); err != nil {
@@ -772,7 +788,7 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Prop
 			return Proposal{}, fmt.Errorf("proposals: get approval: %w", err)
 		}
 		if err == nil {
-			out.Packet = &Packet{ID: a.ID, Summary: a.Summary, Status: a.Status, ExpiresAt: a.ExpiresAt, ApproverRole: a.ApproverRole}
+			out.Packet = packetOf(a)
 		}
 	}
 	return out, nil

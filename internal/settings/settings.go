@@ -6,12 +6,16 @@ package settings
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/db"
@@ -40,6 +44,101 @@ type Settings struct {
 	RationaleMode string
 	// RationaleWarnUntil ends warn mode (required for it, in the future).
 	RationaleWarnUntil *time.Time
+	// Approvals are the escalation and quorum rules of approval packets;
+	// nil in an update keeps the current ones.
+	Approvals *ApprovalRules
+}
+
+// ApprovalRules say what happens to an approval packet nobody resolves,
+// and how many approvers each role's packets need (issue 27, item 3). A
+// packet takes the rules in force when it opens; a tool's own rules in the
+// policy file come first (docs/policy.md, "Escalation and quorum").
+type ApprovalRules struct {
+	// EscalateAfterMinutes (0: never, up to a week) sends a packet still
+	// pending after that long to EscalateToRole's holders as well.
+	EscalateAfterMinutes int
+	EscalateToRole       string
+	// Quorums: for a role, how many distinct approvers (none the proposer
+	// or the scope's owner) its packets need, 2 to 10. A role not named
+	// needs one.
+	Quorums map[string]int
+}
+
+// Limits of the approval rules.
+const (
+	MaxEscalateAfterMinutes = 7 * 24 * 60
+	MaxQuorum               = 10
+	maxQuorumRoles          = 50
+)
+
+// roleName is a workspace role (approver, admin) or a named approver role.
+var roleName = regexp.MustCompile(`^[a-z][a-z0-9-]{1,62}$`)
+
+// ParseQuorums reads quorums as people type them: one "role: k" (or
+// "role=k", or "role k") per line or comma. k must be 2 to MaxQuorum.
+func ParseQuorums(field, text string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, entry := range strings.FieldsFunc(text, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' || r == ';' }) {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		parts := strings.FieldsFunc(entry, func(r rune) bool { return r == ':' || r == '=' || r == ' ' || r == '\t' })
+		if len(parts) != 2 {
+			return nil, apperr.Invalid(fmt.Sprintf("%q is not a quorum: write one role and a number per line, like finance-approver: 2.", entry),
+				apperr.FieldError{Field: field, Message: fmt.Sprintf("%q is not \"role: number\"", entry)})
+		}
+		role := strings.ToLower(parts[0])
+		if !roleName.MatchString(role) {
+			return nil, apperr.Invalid(fmt.Sprintf("%q is not a role name.", parts[0]),
+				apperr.FieldError{Field: field, Message: fmt.Sprintf("%q is not a role name (lower case letters, digits and dashes)", parts[0])})
+		}
+		k, err := strconv.Atoi(parts[1])
+		if err != nil || k < 2 || k > MaxQuorum {
+			return nil, apperr.Invalid(fmt.Sprintf("The quorum of %s must be a whole number from 2 to %d.", role, MaxQuorum),
+				apperr.FieldError{Field: field, Message: fmt.Sprintf("the quorum of %s must be 2 to %d", role, MaxQuorum)})
+		}
+		if _, dup := out[role]; dup {
+			return nil, apperr.Invalid(fmt.Sprintf("The role %s is named twice.", role), apperr.FieldError{Field: field, Message: fmt.Sprintf("%s is named twice", role)})
+		}
+		out[role] = k
+	}
+	if len(out) > maxQuorumRoles {
+		return nil, apperr.Invalid(fmt.Sprintf("At most %d roles.", maxQuorumRoles), apperr.FieldError{Field: field, Message: fmt.Sprintf("at most %d roles", maxQuorumRoles)})
+	}
+	return out, nil
+}
+
+// QuorumsText writes quorums back as ParseQuorums reads them, by role.
+func QuorumsText(q map[string]int) string {
+	roles := make([]string, 0, len(q))
+	for r := range q {
+		roles = append(roles, r)
+	}
+	slices.Sort(roles)
+	lines := make([]string, len(roles))
+	for i, r := range roles {
+		lines[i] = fmt.Sprintf("%s: %d", r, q[r])
+	}
+	return strings.Join(lines, "\n")
+}
+
+// check validates the rules, naming the field at fault.
+func (r ApprovalRules) check() error {
+	if r.EscalateAfterMinutes < 0 || r.EscalateAfterMinutes > MaxEscalateAfterMinutes {
+		return apperr.Invalid(fmt.Sprintf("Escalate after 0 (never) to %d minutes.", MaxEscalateAfterMinutes),
+			apperr.FieldError{Field: "escalate_after_minutes", Message: fmt.Sprintf("must be 0 (never) to %d", MaxEscalateAfterMinutes)})
+	}
+	if r.EscalateAfterMinutes > 0 && !roleName.MatchString(r.EscalateToRole) {
+		return apperr.Invalid("Name the role a packet is escalated to (admin, approver or a named approver role).",
+			apperr.FieldError{Field: "escalate_to_role", Message: "is required to escalate, and must be a role name"})
+	}
+	for role, k := range r.Quorums {
+		if !roleName.MatchString(role) || k < 1 || k > MaxQuorum {
+			return apperr.Invalid("A quorum is a role and 2 to 10 approvers.", apperr.FieldError{Field: "approval_quorums", Message: fmt.Sprintf("%s: %d is not a quorum", role, k)})
+		}
+	}
+	return nil
 }
 
 // Rationale enforcement modes.
@@ -132,11 +231,30 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 	if next.RationaleMode == RationaleStrict {
 		next.RationaleWarnUntil = nil
 	}
+	rules := rulesOf(cur)
+	if next.Approvals != nil {
+		if err := next.Approvals.check(); err != nil {
+			return Settings{}, err
+		}
+		rules = *next.Approvals
+		if rules.EscalateAfterMinutes == 0 {
+			rules.EscalateToRole = ""
+		}
+		if rules.Quorums == nil {
+			rules.Quorums = map[string]int{}
+		}
+	}
+	quorums, err := json.Marshal(rules.Quorums)
+	if err != nil {
+		return Settings{}, fmt.Errorf("settings: encode quorums: %w", err)
+	}
 	next.InternalDomains = nonNil(next.InternalDomains)
 	next.WebhookAllowlist = nonNil(next.WebhookAllowlist)
 	row, err := q.UpdateWorkspaceSettings(ctx, db.UpdateWorkspaceSettingsParams{ID: p.WorkspaceID, AutoApproveHighRisk: next.AutoApproveHighRisk,
 		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist, RationaleMinLength: int32(next.RationaleMinLength),
-		RationaleMode: next.RationaleMode, RationaleWarnUntil: next.RationaleWarnUntil})
+		RationaleMode: next.RationaleMode, RationaleWarnUntil: next.RationaleWarnUntil,
+		EscalateAfterMinutes: int32(rules.EscalateAfterMinutes), EscalateToRole: pgtype.Text{String: rules.EscalateToRole, Valid: rules.EscalateToRole != ""},
+		ApprovalQuorums: quorums})
 	if err != nil {
 		return Settings{}, fmt.Errorf("settings: update: %w", err)
 	}
@@ -151,6 +269,9 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		{"rationale_min_length", cur.RationaleMinLength, next.RationaleMinLength, int(cur.RationaleMinLength) == next.RationaleMinLength},
 		{"rationale_mode", cur.RationaleMode, next.RationaleMode, cur.RationaleMode == next.RationaleMode},
 		{"rationale_warn_until", timeOrNil(cur.RationaleWarnUntil), timeOrNil(next.RationaleWarnUntil), sameTime(cur.RationaleWarnUntil, next.RationaleWarnUntil)},
+		{"escalate_after_minutes", cur.EscalateAfterMinutes, rules.EscalateAfterMinutes, int(cur.EscalateAfterMinutes) == rules.EscalateAfterMinutes},
+		{"escalate_to_role", cur.EscalateToRole.String, rules.EscalateToRole, cur.EscalateToRole.String == rules.EscalateToRole},
+		{"approval_quorums", rulesOf(cur).Quorums, rules.Quorums, maps.Equal(rulesOf(cur).Quorums, rules.Quorums)},
 	}
 	for _, c := range changes {
 		if c.same {
@@ -176,8 +297,16 @@ func nonNil(s []string) []string {
 }
 
 func fromRow(w db.Workspace) Settings {
+	rules := rulesOf(w)
 	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist),
-		RationaleMinLength: int(w.RationaleMinLength), RationaleMode: w.RationaleMode, RationaleWarnUntil: w.RationaleWarnUntil}
+		RationaleMinLength: int(w.RationaleMinLength), RationaleMode: w.RationaleMode, RationaleWarnUntil: w.RationaleWarnUntil, Approvals: &rules}
+}
+
+// rulesOf reads a workspace row's approval rules.
+func rulesOf(w db.Workspace) ApprovalRules {
+	r := ApprovalRules{EscalateAfterMinutes: int(w.EscalateAfterMinutes), EscalateToRole: w.EscalateToRole.String, Quorums: map[string]int{}}
+	_ = json.Unmarshal(w.ApprovalQuorums, &r.Quorums) // the column's check keeps it an object
+	return r
 }
 
 // checkRationaleMode checks the mode, and that warn mode has an end date

@@ -3,6 +3,7 @@ package tools
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -52,12 +53,33 @@ type Gating struct {
 	// ApproverRole resolves the packet; Window is how long it stays open.
 	ApproverRole string
 	Window       time.Duration
+	// Escalation and Quorum are the tool's own rules for its packets
+	// (zero: the workspace's, from /admin/settings).
+	Escalation Escalation
+	Quorum     int
 	// NotGatedReason is the stated reason an irreversible tool goes without
 	// human gating.
 	NotGatedReason string
 
 	threshold *policy.Threshold
 }
+
+// Escalation sends a packet still pending After its opening to the
+// holders of the role To as well (zero: never).
+type Escalation struct {
+	After time.Duration
+	To    string
+}
+
+// Limits of the escalation and quorum rules.
+const (
+	MaxEscalateAfter = 7 * 24 * time.Hour
+	MaxQuorum        = 10
+)
+
+// RoleName is what a role may be called: the workspace roles approver and
+// admin, or a named approver role (migration 9's check).
+var RoleName = regexp.MustCompile(`^[a-z][a-z0-9-]{1,62}$`)
 
 // Idempotency says whether callers must send an Idempotency-Key and how
 // long a key is remembered.

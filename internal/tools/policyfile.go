@@ -93,9 +93,13 @@ type UpstreamOverride struct {
 	Risk         policy.Risk
 	HumanGated   *bool
 	ApproverRole string
-	RateLimits   RateLimits
-	Cheatsheet   string
-	Line         int
+	// Escalation and Quorum of its approval packets (zero: the
+	// workspace's rules).
+	Escalation Escalation
+	Quorum     int
+	RateLimits RateLimits
+	Cheatsheet string
+	Line       int
 }
 
 // DefaultUpstreamTimeout bounds a forwarded call whose upstream names no
@@ -331,7 +335,7 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return o, nil
 	}
-	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "rate_limits", "cheatsheet"); err != nil {
+	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "escalate_after", "escalate_to", "quorum", "rate_limits", "cheatsheet"); err != nil {
 		return o, err
 	}
 	str := func(key string) (string, *yaml.Node, error) {
@@ -381,8 +385,40 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 		}
 		o.HumanGated = &b
 	}
-	if o.ApproverRole, _, err = str("approver_role"); err != nil {
+	if o.ApproverRole, v, err = str("approver_role"); err != nil {
 		return o, err
+	}
+	if o.ApproverRole != "" && !RoleName.MatchString(o.ApproverRole) {
+		return o, lineError(v, "%s: approver_role %q is not a role name (lower case letters, digits and dashes)", tool, o.ApproverRole)
+	}
+	if s, v, err = str("escalate_after"); err != nil {
+		return o, err
+	}
+	if s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Minute || d > MaxEscalateAfter || d%time.Minute != 0 {
+			return o, lineError(v, "%s: escalate_after must be whole minutes from 1m to %s, like 30m or 2h", tool, MaxEscalateAfter)
+		}
+		o.Escalation.After = d
+	}
+	if o.Escalation.To, v, err = str("escalate_to"); err != nil {
+		return o, err
+	}
+	if o.Escalation.To != "" && !RoleName.MatchString(o.Escalation.To) {
+		return o, lineError(v, "%s: escalate_to %q is not a role name (lower case letters, digits and dashes)", tool, o.Escalation.To)
+	}
+	if (o.Escalation.After == 0) != (o.Escalation.To == "") {
+		return o, lineError(n, "%s: escalate_after and escalate_to go together", tool)
+	}
+	if v := valueOf(n, "quorum"); v != nil {
+		k, err := decodeAs[int](v, "quorum")
+		if err != nil {
+			return o, err
+		}
+		if k < 1 || k > MaxQuorum {
+			return o, lineError(v, "%s: quorum must be 1 to %d distinct approvers", tool, MaxQuorum)
+		}
+		o.Quorum = k
 	}
 	if v := valueOf(n, "rate_limits"); v != nil {
 		if err := checkKeys(v, "per_agent_per_minute", "per_workspace_per_hour", "per_workspace_per_day"); err != nil {

@@ -172,6 +172,11 @@ func declarationsHash(tools []*Tool) (string, error) {
 			Required                bool
 			Threshold, ApproverRole string
 			Window                  time.Duration
+			// Zero when the tool has none (the hash of a registry
+			// without them is unchanged).
+			EscalateAfter time.Duration `json:",omitempty"`
+			EscalateTo    string        `json:",omitempty"`
+			Quorum        int           `json:",omitempty"`
 		}
 		IdempotencyRequired bool
 		IdempotencyWindow   time.Duration
@@ -190,6 +195,7 @@ func declarationsHash(tools []*Tool) (string, error) {
 			IdempotencyWindow: c.Idempotency.Window, RateLimits: c.RateLimits, Retention: c.Retention, Constraints: c.Constraints, Outside: t.Outside(),
 			Upstream: t.Upstream, Cheatsheet: t.Cheatsheet}
 		d.Gating.Required, d.Gating.Threshold, d.Gating.ApproverRole, d.Gating.Window = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole, c.Gating.Window
+		d.Gating.EscalateAfter, d.Gating.EscalateTo, d.Gating.Quorum = c.Gating.Escalation.After, c.Gating.Escalation.To, c.Gating.Quorum
 		out[i] = d
 	}
 	b, err := json.Marshal(out)

@@ -120,6 +120,8 @@ type UpstreamClass struct {
 	Risk         policy.Risk
 	HumanGated   bool
 	ApproverRole string
+	Escalation   Escalation
+	Quorum       int
 	RateLimits   RateLimits
 	// OpenWorld: the tool may reach beyond the upstream.
 	OpenWorld bool
@@ -275,6 +277,7 @@ func ClassifyUpstream(a Annotations, o UpstreamOverride) UpstreamClass {
 		c.NotGatedReason = "The policy file declares it without human gating (human_gated: false)."
 	}
 	c.ApproverRole, c.RateLimits = o.ApproverRole, o.RateLimits
+	c.Escalation, c.Quorum = o.Escalation, o.Quorum
 	return c
 }
 
@@ -344,9 +347,10 @@ func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, er
 				return class
 			},
 			ActionClasses: []string{class},
-			Gating:        Gating{Required: c.HumanGated, ApproverRole: c.ApproverRole, NotGatedReason: c.NotGatedReason},
-			Idempotency:   Idempotency{Required: c.Authority == policy.AuthorityWriteNonIdempotent || c.Authority == policy.AuthorityIrreversible},
-			RateLimits:    c.RateLimits,
+			Gating: Gating{Required: c.HumanGated, ApproverRole: c.ApproverRole, NotGatedReason: c.NotGatedReason,
+				Escalation: c.Escalation, Quorum: c.Quorum},
+			Idempotency: Idempotency{Required: c.Authority == policy.AuthorityWriteNonIdempotent || c.Authority == policy.AuthorityIrreversible},
+			RateLimits:  c.RateLimits,
 			Summarize: func(map[string]any) string {
 				return fmt.Sprintf("Call %s on the upstream %s", name, upstream)
 			},

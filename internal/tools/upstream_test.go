@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatehouse/gatehouse/internal/policy"
 )
@@ -237,7 +238,8 @@ upstreams:
     accept: [read_file]
     cheatsheet: "Use absolute paths."
     tools:
-      delete_file: {effect: destructive, authority: irreversible, action_class: tool.call.local, risk: high, human_gated: true, rate_limits: {per_agent_per_minute: 2}}
+      delete_file: {effect: destructive, authority: irreversible, action_class: tool.call.local, risk: high, human_gated: true, rate_limits: {per_agent_per_minute: 2},
+                    approver_role: ops-approver, quorum: 2, escalate_after: 30m, escalate_to: admin}
       read_file:
   - name: git
     command: ["git-mcp", "--repo", "."]
@@ -249,6 +251,10 @@ upstreams:
 	if len(f.Upstreams) != 2 || f.Upstreams[0].Headers["Authorization"] != "Bearer s3cret" || f.Upstreams[0].Timeout.String() != "5s" ||
 		f.Upstreams[0].Tools["delete_file"].RateLimits.PerAgentPerMinute != 2 || f.Upstreams[1].Command[0] != "git-mcp" {
 		t.Fatalf("parsed: %+v", f)
+	}
+	del := f.Upstreams[0].Tools["delete_file"]
+	if c := ClassifyUpstream(Annotations{}, del); c.ApproverRole != "ops-approver" || c.Quorum != 2 || c.Escalation != (Escalation{After: 30 * time.Minute, To: "admin"}) {
+		t.Fatalf("escalation and quorum: %+v", c)
 	}
 	if s := f.Upstreams[0].String(); strings.Contains(s, "s3cret") {
 		t.Errorf("String shows a header's value: %s", s)
@@ -267,6 +273,10 @@ upstreams:
 		"twice":            {"upstreams:\n  - name: a\n    url: http://x/mcp\n  - name: a\n    url: http://y/mcp\n", "line 4: upstream \"a\" is declared twice"},
 		"bad timeout":      {"upstreams:\n  - name: a\n    url: http://x/mcp\n    timeout: forever\n", "line 4:"},
 		"not yaml":         {"upstreams: [\n", "yaml"},
+		"quorum too big":   {"upstreams:\n  - name: a\n    url: http://x/mcp\n    tools:\n      t:\n        quorum: 11\n", "line 6: a.t: quorum must be 1 to 10"},
+		"escalate alone":   {"upstreams:\n  - name: a\n    url: http://x/mcp\n    tools:\n      t:\n        escalate_after: 30m\n", "line 6: a.t: escalate_after and escalate_to go together"},
+		"escalate seconds": {"upstreams:\n  - name: a\n    url: http://x/mcp\n    tools:\n      t: {escalate_after: 90s, escalate_to: admin}\n", "line 5: a.t: escalate_after must be whole minutes"},
+		"bad role":         {"upstreams:\n  - name: a\n    url: http://x/mcp\n    tools:\n      t: {escalate_after: 5m, escalate_to: Boss}\n", "escalate_to \"Boss\" is not a role name"},
 	} {
 		if _, err := ParsePolicyFile([]byte(c.doc), classes, env); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want %q", name, err, c.want)

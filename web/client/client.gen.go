@@ -1246,6 +1246,9 @@ type Approval struct {
 	// Approvals How many distinct approvers approved so far.
 	Approvals int `json:"approvals"`
 
+	// ApprovalsNeeded How many distinct approvers it needs before the call runs: its quorum (the workspace's for its role, or the tool's in the policy file), at least 2 with a witness. Beyond one, none may be the proposer or the scope's owner.
+	ApprovalsNeeded *int `json:"approvals_needed,omitempty"`
+
 	// ApproverRole Who may resolve it: approver (approvers and admins), admin, or a named approver role such as finance-approver (only its holders).
 	ApproverRole   string                   `json:"approver_role"`
 	Arguments      map[string]interface{}   `json:"arguments"`
@@ -1256,7 +1259,12 @@ type Approval struct {
 	EffectDecision *Decision                `json:"effect_decision,omitempty"`
 
 	// Error Why the approved call failed (a constraint it broke when it ran, say).
-	Error          *string                 `json:"error,omitempty"`
+	Error      *string    `json:"error,omitempty"`
+	EscalateAt *time.Time `json:"escalate_at,omitempty"`
+
+	// EscalateTo The role it is escalated to if nobody resolves it by escalate_at; once escalated (escalated_at), that role's holders may resolve it too.
+	EscalateTo     *string                 `json:"escalate_to,omitempty"`
+	EscalatedAt    *time.Time              `json:"escalated_at,omitempty"`
 	ExpiresAt      time.Time               `json:"expires_at"`
 	NotebookId     *openapi_types.UUID     `json:"notebook_id,omitempty"`
 	ProposalId     openapi_types.UUID      `json:"proposal_id"`
@@ -1666,6 +1674,9 @@ type Proposal struct {
 	// ApprovalUrl Where approvers resolve it: /admin/approvals/{approval_id}.
 	ApprovalUrl *string `json:"approval_url,omitempty"`
 
+	// ApprovalsNeeded How many distinct approvers the packet needs (a quorum or a witness when more than one).
+	ApprovalsNeeded *int `json:"approvals_needed,omitempty"`
+
 	// ApproverRole The role the approval packet waits for.
 	ApproverRole *string                `json:"approver_role,omitempty"`
 	Arguments    map[string]interface{} `json:"arguments"`
@@ -1691,9 +1702,13 @@ type Proposal struct {
 	EffectDecision *Decision `json:"effect_decision,omitempty"`
 
 	// Error Why it failed.
-	Error      *string             `json:"error,omitempty"`
-	Note       *string             `json:"note,omitempty"`
-	NotebookId *openapi_types.UUID `json:"notebook_id,omitempty"`
+	Error       *string    `json:"error,omitempty"`
+	EscalatedAt *time.Time `json:"escalated_at,omitempty"`
+
+	// EscalatedTo The role the waiting packet was escalated to because nobody of approver_role decided in time; the call still waits (note says so) and runs only if approved before it expires.
+	EscalatedTo *string             `json:"escalated_to,omitempty"`
+	Note        *string             `json:"note,omitempty"`
+	NotebookId  *openapi_types.UUID `json:"notebook_id,omitempty"`
 
 	// OutcomeUnknown A retry under an idempotency key whose request died after claiming the call: the outcome was not recorded; the call is under review and never run again on its own.
 	OutcomeUnknown *bool `json:"outcome_unknown,omitempty"`
