@@ -14,31 +14,37 @@ import (
 )
 
 const addCallDays = `-- name: AddCallDays :exec
-INSERT INTO call_days AS d (workspace_id, day, action_class, tool, calls, refused, edited, warned, decisions, decision_hist)
-SELECT u.workspace_id, u.day, u.action_class, u.tool, u.calls, u.refused, u.edited, u.warned, u.decisions, u.hist::int[]
+INSERT INTO call_days AS d (workspace_id, day, action_class, tool, calls, refused, edited, warned, decisions, decision_hist,
+                            fast_approvals, rejections)
+SELECT u.workspace_id, u.day, u.action_class, u.tool, u.calls, u.refused, u.edited, u.warned, u.decisions, u.hist::int[],
+       u.fast_approvals, u.rejections
 FROM (
     SELECT unnest($1::uuid[]) AS workspace_id, unnest($2::date[]) AS day,
            unnest($3::text[]) AS action_class, unnest($4::text[]) AS tool,
            unnest($5::bigint[]) AS calls, unnest($6::bigint[]) AS refused, unnest($7::bigint[]) AS edited,
-           unnest($8::bigint[]) AS warned, unnest($9::bigint[]) AS decisions, unnest($10::text[]) AS hist
+           unnest($8::bigint[]) AS warned, unnest($9::bigint[]) AS decisions, unnest($10::text[]) AS hist,
+           unnest($11::bigint[]) AS fast_approvals, unnest($12::bigint[]) AS rejections
 ) u
 ON CONFLICT (workspace_id, day, action_class, tool) DO UPDATE
     SET calls = d.calls + EXCLUDED.calls, refused = d.refused + EXCLUDED.refused, edited = d.edited + EXCLUDED.edited,
         warned = d.warned + EXCLUDED.warned, decisions = d.decisions + EXCLUDED.decisions,
-        decision_hist = gatehouse_hist_add(d.decision_hist, EXCLUDED.decision_hist)
+        decision_hist = gatehouse_hist_add(d.decision_hist, EXCLUDED.decision_hist),
+        fast_approvals = d.fast_approvals + EXCLUDED.fast_approvals, rejections = d.rejections + EXCLUDED.rejections
 `
 
 type AddCallDaysParams struct {
-	WorkspaceIds []uuid.UUID
-	Days         []pgtype.Date
-	Classes      []string
-	Tools        []string
-	Calls        []int64
-	Refused      []int64
-	Edited       []int64
-	Warned       []int64
-	Decisions    []int64
-	Hists        []string
+	WorkspaceIds  []uuid.UUID
+	Days          []pgtype.Date
+	Classes       []string
+	Tools         []string
+	Calls         []int64
+	Refused       []int64
+	Edited        []int64
+	Warned        []int64
+	Decisions     []int64
+	Hists         []string
+	FastApprovals []int64
+	Rejections    []int64
 }
 
 // Adds counts (which may be negative: a call counted before changed) to
@@ -56,6 +62,8 @@ func (q *Queries) AddCallDays(ctx context.Context, arg AddCallDaysParams) error 
 		arg.Warned,
 		arg.Decisions,
 		arg.Hists,
+		arg.FastApprovals,
+		arg.Rejections,
 	)
 	return err
 }
@@ -102,7 +110,7 @@ func (q *Queries) AuditHead(ctx context.Context) (int64, error) {
 
 const callDays = `-- name: CallDays :many
 
-SELECT day, action_class, tool, calls, refused, edited, warned, decisions
+SELECT day, action_class, tool, calls, refused, edited, warned, decisions, fast_approvals, rejections
 FROM call_days
 WHERE workspace_id = $1 AND day >= $2 AND day < $3
 `
@@ -114,14 +122,16 @@ type CallDaysParams struct {
 }
 
 type CallDaysRow struct {
-	Day         pgtype.Date
-	ActionClass string
-	Tool        string
-	Calls       int64
-	Refused     int64
-	Edited      int64
-	Warned      int64
-	Decisions   int64
+	Day           pgtype.Date
+	ActionClass   string
+	Tool          string
+	Calls         int64
+	Refused       int64
+	Edited        int64
+	Warned        int64
+	Decisions     int64
+	FastApprovals int64
+	Rejections    int64
 }
 
 // The intent view and the calls' roll-up (internal/intent): call_days
@@ -148,6 +158,8 @@ func (q *Queries) CallDays(ctx context.Context, arg CallDaysParams) ([]CallDaysR
 			&i.Edited,
 			&i.Warned,
 			&i.Decisions,
+			&i.FastApprovals,
+			&i.Rejections,
 		); err != nil {
 			return nil, err
 		}
@@ -222,11 +234,12 @@ WITH s AS MATERIALIZED ( -- each row's call, worked out once
 ), m AS MATERIALIZED ( -- the rows that change a count, with what was counted
     SELECT s.id, s.workspace_id, s.action, s.data_class, s.data_tool, s.warning, s.created_at, s.proposal_id,
            o.proposal_id AS counted_id, o.day AS counted_day, o.action_class AS counted_class, o.tool AS counted_tool,
-           o.refused AS counted_refused, o.edited AS counted_edited, o.decided AS counted_decided, o.decision_bucket AS counted_bucket
+           o.refused AS counted_refused, o.edited AS counted_edited, o.decided AS counted_decided, o.decision_bucket AS counted_bucket,
+           o.fast_approval AS counted_fast_approval, o.rejected AS counted_rejected
     FROM s
     -- Each by its key (LIMIT 1 keeps it per row), never a join over every
     -- unfinished call.
-    LEFT JOIN LATERAL (SELECT proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket FROM call_days_open co WHERE co.proposal_id = s.proposal_id LIMIT 1) o ON true
+    LEFT JOIN LATERAL (SELECT proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket, fast_approval, rejected FROM call_days_open co WHERE co.proposal_id = s.proposal_id LIMIT 1) o ON true
     WHERE s.action IN ('proposal.created', 'proposal.refused') OR o.proposal_id IS NOT NULL
 )
 SELECT m.id, m.workspace_id, m.action, m.created_at,
@@ -238,9 +251,11 @@ SELECT m.id, m.workspace_id, m.action, m.created_at,
        (m.counted_id IS NOT NULL)::boolean AS counted, coalesce(m.counted_day, (m.created_at AT TIME ZONE 'UTC')::date)::date AS counted_day,
        coalesce(m.counted_class, '')::text AS counted_class, coalesce(m.counted_tool, '')::text AS counted_tool,
        coalesce(m.counted_refused, false)::boolean AS counted_refused, coalesce(m.counted_edited, false)::boolean AS counted_edited,
-       coalesce(m.counted_decided, false)::boolean AS counted_decided, coalesce(m.counted_bucket, 0)::int AS counted_bucket
+       coalesce(m.counted_decided, false)::boolean AS counted_decided, coalesce(m.counted_bucket, 0)::int AS counted_bucket,
+       coalesce(f.fast_approval, false)::boolean AS fast_approval, coalesce(f.rejected, false)::boolean AS rejected,
+       coalesce(m.counted_fast_approval, false)::boolean AS counted_fast_approval, coalesce(m.counted_rejected, false)::boolean AS counted_rejected
 FROM m
-LEFT JOIN LATERAL (SELECT id, workspace_id, day, action_class, tool, open, refused, edited, decided, decision_bucket FROM proposal_call_facts pf WHERE pf.id = m.proposal_id LIMIT 1) f ON true
+LEFT JOIN LATERAL (SELECT id, workspace_id, day, action_class, tool, open, refused, edited, decided, decision_bucket, fast_approval, rejected FROM proposal_call_facts pf WHERE pf.id = m.proposal_id LIMIT 1) f ON true
 ORDER BY m.id
 `
 
@@ -251,31 +266,35 @@ type CallEventsParams struct {
 }
 
 type CallEventsRow struct {
-	ID             int64
-	WorkspaceID    uuid.UUID
-	Action         string
-	CreatedAt      time.Time
-	DataClass      string
-	DataTool       string
-	Warning        bool
-	ProposalID     uuid.UUID
-	Found          bool
-	Day            pgtype.Date
-	ActionClass    string
-	Tool           string
-	Open           bool
-	Refused        bool
-	Edited         bool
-	Decided        bool
-	DecisionBucket int32
-	Counted        bool
-	CountedDay     pgtype.Date
-	CountedClass   string
-	CountedTool    string
-	CountedRefused bool
-	CountedEdited  bool
-	CountedDecided bool
-	CountedBucket  int32
+	ID                  int64
+	WorkspaceID         uuid.UUID
+	Action              string
+	CreatedAt           time.Time
+	DataClass           string
+	DataTool            string
+	Warning             bool
+	ProposalID          uuid.UUID
+	Found               bool
+	Day                 pgtype.Date
+	ActionClass         string
+	Tool                string
+	Open                bool
+	Refused             bool
+	Edited              bool
+	Decided             bool
+	DecisionBucket      int32
+	Counted             bool
+	CountedDay          pgtype.Date
+	CountedClass        string
+	CountedTool         string
+	CountedRefused      bool
+	CountedEdited       bool
+	CountedDecided      bool
+	CountedBucket       int32
+	FastApproval        bool
+	Rejected            bool
+	CountedFastApproval bool
+	CountedRejected     bool
 }
 
 // The audit rows with ids in (after, upto] (of a workspace, or of all)
@@ -319,6 +338,64 @@ func (q *Queries) CallEvents(ctx context.Context, arg CallEventsParams) ([]CallE
 			&i.CountedEdited,
 			&i.CountedDecided,
 			&i.CountedBucket,
+			&i.FastApproval,
+			&i.Rejected,
+			&i.CountedFastApproval,
+			&i.CountedRejected,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const callFatigue = `-- name: CallFatigue :many
+SELECT d.action_class, d.tool, sum(d.decisions)::bigint AS decisions, sum(d.fast_approvals)::bigint AS fast_approvals,
+       sum(d.rejections)::bigint AS rejections, gatehouse_hist_sum(d.decision_hist)::int[] AS hist
+FROM call_days d
+WHERE d.workspace_id = $1 AND d.day >= $2 AND d.day < $3 AND d.decisions <> 0 AND d.action_class <> ''
+GROUP BY d.action_class, d.tool
+`
+
+type CallFatigueParams struct {
+	WorkspaceID uuid.UUID
+	FromDay     pgtype.Date
+	ToDay       pgtype.Date
+}
+
+type CallFatigueRow struct {
+	ActionClass   string
+	Tool          string
+	Decisions     int64
+	FastApprovals int64
+	Rejections    int64
+	Hist          []int32
+}
+
+// The folded decisions of a workspace's days in [from_day, to_day), per
+// action class and tool (the approval-fatigue numbers on /trust): how
+// many a person decided, approved as proposed within 5 minutes, and
+// rejected, and the histogram of their seconds added up in the database.
+func (q *Queries) CallFatigue(ctx context.Context, arg CallFatigueParams) ([]CallFatigueRow, error) {
+	rows, err := q.db.Query(ctx, callFatigue, arg.WorkspaceID, arg.FromDay, arg.ToDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []CallFatigueRow{}
+	for rows.Next() {
+		var i CallFatigueRow
+		if err := rows.Scan(
+			&i.ActionClass,
+			&i.Tool,
+			&i.Decisions,
+			&i.FastApprovals,
+			&i.Rejections,
+			&i.Hist,
 		); err != nil {
 			return nil, err
 		}
@@ -536,11 +613,13 @@ func (q *Queries) IntentWordMatches(ctx context.Context, arg IntentWordMatchesPa
 
 const openCallsAfter = `-- name: OpenCallsAfter :many
 SELECT o.proposal_id, o.workspace_id, o.day, o.action_class, o.tool, o.refused, o.edited, o.decided, o.decision_bucket,
+       o.fast_approval, o.rejected,
        (f.id IS NOT NULL)::boolean AS found, coalesce(f.open, false)::boolean AS now_open, coalesce(f.refused, false)::boolean AS now_refused,
        coalesce(f.edited, false)::boolean AS now_edited, coalesce(f.decided, false)::boolean AS now_decided,
-       coalesce(f.decision_bucket, 0)::int AS now_bucket
+       coalesce(f.decision_bucket, 0)::int AS now_bucket, coalesce(f.fast_approval, false)::boolean AS now_fast_approval,
+       coalesce(f.rejected, false)::boolean AS now_rejected
 FROM call_days_open o
-LEFT JOIN LATERAL (SELECT id, workspace_id, day, action_class, tool, open, refused, edited, decided, decision_bucket FROM proposal_call_facts pf WHERE pf.id = o.proposal_id LIMIT 1) f ON true
+LEFT JOIN LATERAL (SELECT id, workspace_id, day, action_class, tool, open, refused, edited, decided, decision_bucket, fast_approval, rejected FROM proposal_call_facts pf WHERE pf.id = o.proposal_id LIMIT 1) f ON true
 WHERE o.proposal_id > $1
 ORDER BY o.proposal_id
 LIMIT $2::int
@@ -552,21 +631,25 @@ type OpenCallsAfterParams struct {
 }
 
 type OpenCallsAfterRow struct {
-	ProposalID     uuid.UUID
-	WorkspaceID    uuid.UUID
-	Day            pgtype.Date
-	ActionClass    string
-	Tool           string
-	Refused        bool
-	Edited         bool
-	Decided        bool
-	DecisionBucket int32
-	Found          bool
-	NowOpen        bool
-	NowRefused     bool
-	NowEdited      bool
-	NowDecided     bool
-	NowBucket      int32
+	ProposalID      uuid.UUID
+	WorkspaceID     uuid.UUID
+	Day             pgtype.Date
+	ActionClass     string
+	Tool            string
+	Refused         bool
+	Edited          bool
+	Decided         bool
+	DecisionBucket  int32
+	FastApproval    bool
+	Rejected        bool
+	Found           bool
+	NowOpen         bool
+	NowRefused      bool
+	NowEdited       bool
+	NowDecided      bool
+	NowBucket       int32
+	NowFastApproval bool
+	NowRejected     bool
 }
 
 // The roll-up's sweep: calls counted as not finished, a page at a time,
@@ -590,12 +673,16 @@ func (q *Queries) OpenCallsAfter(ctx context.Context, arg OpenCallsAfterParams) 
 			&i.Edited,
 			&i.Decided,
 			&i.DecisionBucket,
+			&i.FastApproval,
+			&i.Rejected,
 			&i.Found,
 			&i.NowOpen,
 			&i.NowRefused,
 			&i.NowEdited,
 			&i.NowDecided,
 			&i.NowBucket,
+			&i.NowFastApproval,
+			&i.NowRejected,
 		); err != nil {
 			return nil, err
 		}
@@ -608,24 +695,28 @@ func (q *Queries) OpenCallsAfter(ctx context.Context, arg OpenCallsAfterParams) 
 }
 
 const putOpenCalls = `-- name: PutOpenCalls :exec
-INSERT INTO call_days_open (proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket)
+INSERT INTO call_days_open (proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket, fast_approval, rejected)
 SELECT unnest($1::uuid[]), unnest($2::uuid[]), unnest($3::date[]),
        unnest($4::text[]), unnest($5::text[]), unnest($6::boolean[]),
-       unnest($7::boolean[]), unnest($8::boolean[]), unnest($9::int[])
+       unnest($7::boolean[]), unnest($8::boolean[]), unnest($9::int[]),
+       unnest($10::boolean[]), unnest($11::boolean[])
 ON CONFLICT (proposal_id) DO UPDATE
-    SET refused = EXCLUDED.refused, edited = EXCLUDED.edited, decided = EXCLUDED.decided, decision_bucket = EXCLUDED.decision_bucket
+    SET refused = EXCLUDED.refused, edited = EXCLUDED.edited, decided = EXCLUDED.decided, decision_bucket = EXCLUDED.decision_bucket,
+        fast_approval = EXCLUDED.fast_approval, rejected = EXCLUDED.rejected
 `
 
 type PutOpenCallsParams struct {
-	ProposalIds  []uuid.UUID
-	WorkspaceIds []uuid.UUID
-	Days         []pgtype.Date
-	Classes      []string
-	Tools        []string
-	Refused      []bool
-	Edited       []bool
-	Decided      []bool
-	Buckets      []int32
+	ProposalIds   []uuid.UUID
+	WorkspaceIds  []uuid.UUID
+	Days          []pgtype.Date
+	Classes       []string
+	Tools         []string
+	Refused       []bool
+	Edited        []bool
+	Decided       []bool
+	Buckets       []int32
+	FastApprovals []bool
+	Rejected      []bool
 }
 
 // Remembers what was counted for calls not finished yet.
@@ -640,6 +731,8 @@ func (q *Queries) PutOpenCalls(ctx context.Context, arg PutOpenCallsParams) erro
 		arg.Edited,
 		arg.Decided,
 		arg.Buckets,
+		arg.FastApprovals,
+		arg.Rejected,
 	)
 	return err
 }

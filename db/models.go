@@ -110,16 +110,18 @@ type AuditHoursFolded struct {
 }
 
 type CallDay struct {
-	WorkspaceID  uuid.UUID
-	Day          pgtype.Date
-	ActionClass  string
-	Tool         string
-	Calls        int64
-	Refused      int64
-	Edited       int64
-	Warned       int64
-	Decisions    int64
-	DecisionHist []int32
+	WorkspaceID   uuid.UUID
+	Day           pgtype.Date
+	ActionClass   string
+	Tool          string
+	Calls         int64
+	Refused       int64
+	Edited        int64
+	Warned        int64
+	Decisions     int64
+	DecisionHist  []int32
+	FastApprovals int64
+	Rejections    int64
 }
 
 type CallDaysOpen struct {
@@ -132,6 +134,8 @@ type CallDaysOpen struct {
 	Edited         bool
 	Decided        bool
 	DecisionBucket int32
+	FastApproval   bool
+	Rejected       bool
 }
 
 type ChatSetting struct {
@@ -476,6 +480,8 @@ type ProposalCallFact struct {
 	Edited         interface{}
 	Decided        pgtype.Bool
 	DecisionBucket int32
+	FastApproval   pgtype.Bool
+	Rejected       pgtype.Bool
 }
 
 type RateCounter struct {

@@ -6,7 +6,7 @@
 -- name: CallDays :many
 -- The folded counts of a workspace's days in [from_day, to_day) (without
 -- the histograms: CallDecisions).
-SELECT day, action_class, tool, calls, refused, edited, warned, decisions
+SELECT day, action_class, tool, calls, refused, edited, warned, decisions, fast_approvals, rejections
 FROM call_days
 WHERE workspace_id = @workspace_id AND day >= @from_day AND day < @to_day;
 
@@ -18,6 +18,17 @@ SELECT d.action_class, (h.i - 1)::int AS bucket, sum(h.n)::bigint AS decisions
 FROM call_days d, unnest(d.decision_hist) WITH ORDINALITY AS h (n, i)
 WHERE d.workspace_id = @workspace_id AND d.day >= @from_day AND d.day < @to_day AND d.decisions <> 0 AND d.action_class <> '' AND h.n <> 0
 GROUP BY d.action_class, h.i;
+
+-- name: CallFatigue :many
+-- The folded decisions of a workspace's days in [from_day, to_day), per
+-- action class and tool (the approval-fatigue numbers on /trust): how
+-- many a person decided, approved as proposed within 5 minutes, and
+-- rejected, and the histogram of their seconds added up in the database.
+SELECT d.action_class, d.tool, sum(d.decisions)::bigint AS decisions, sum(d.fast_approvals)::bigint AS fast_approvals,
+       sum(d.rejections)::bigint AS rejections, gatehouse_hist_sum(d.decision_hist)::int[] AS hist
+FROM call_days d
+WHERE d.workspace_id = @workspace_id AND d.day >= @from_day AND d.day < @to_day AND d.decisions <> 0 AND d.action_class <> ''
+GROUP BY d.action_class, d.tool;
 
 -- name: SetPagePlanning :exec
 -- For the rest of a page's transaction. Its statements read a bounded
@@ -66,7 +77,8 @@ WITH s AS MATERIALIZED ( -- each row's call, worked out once
 ), m AS MATERIALIZED ( -- the rows that change a count, with what was counted
     SELECT s.id, s.workspace_id, s.action, s.data_class, s.data_tool, s.warning, s.created_at, s.proposal_id,
            o.proposal_id AS counted_id, o.day AS counted_day, o.action_class AS counted_class, o.tool AS counted_tool,
-           o.refused AS counted_refused, o.edited AS counted_edited, o.decided AS counted_decided, o.decision_bucket AS counted_bucket
+           o.refused AS counted_refused, o.edited AS counted_edited, o.decided AS counted_decided, o.decision_bucket AS counted_bucket,
+           o.fast_approval AS counted_fast_approval, o.rejected AS counted_rejected
     FROM s
     -- Each by its key (LIMIT 1 keeps it per row), never a join over every
     -- unfinished call.
@@ -82,7 +94,9 @@ SELECT m.id, m.workspace_id, m.action, m.created_at,
        (m.counted_id IS NOT NULL)::boolean AS counted, coalesce(m.counted_day, (m.created_at AT TIME ZONE 'UTC')::date)::date AS counted_day,
        coalesce(m.counted_class, '')::text AS counted_class, coalesce(m.counted_tool, '')::text AS counted_tool,
        coalesce(m.counted_refused, false)::boolean AS counted_refused, coalesce(m.counted_edited, false)::boolean AS counted_edited,
-       coalesce(m.counted_decided, false)::boolean AS counted_decided, coalesce(m.counted_bucket, 0)::int AS counted_bucket
+       coalesce(m.counted_decided, false)::boolean AS counted_decided, coalesce(m.counted_bucket, 0)::int AS counted_bucket,
+       coalesce(f.fast_approval, false)::boolean AS fast_approval, coalesce(f.rejected, false)::boolean AS rejected,
+       coalesce(m.counted_fast_approval, false)::boolean AS counted_fast_approval, coalesce(m.counted_rejected, false)::boolean AS counted_rejected
 FROM m
 -- The call as it is now, by its key.
 LEFT JOIN LATERAL (SELECT * FROM proposal_call_facts pf WHERE pf.id = m.proposal_id LIMIT 1) f ON true
@@ -92,9 +106,11 @@ ORDER BY m.id;
 -- The roll-up's sweep: calls counted as not finished, a page at a time,
 -- with the call as it is now (found: it still exists).
 SELECT o.proposal_id, o.workspace_id, o.day, o.action_class, o.tool, o.refused, o.edited, o.decided, o.decision_bucket,
+       o.fast_approval, o.rejected,
        (f.id IS NOT NULL)::boolean AS found, coalesce(f.open, false)::boolean AS now_open, coalesce(f.refused, false)::boolean AS now_refused,
        coalesce(f.edited, false)::boolean AS now_edited, coalesce(f.decided, false)::boolean AS now_decided,
-       coalesce(f.decision_bucket, 0)::int AS now_bucket
+       coalesce(f.decision_bucket, 0)::int AS now_bucket, coalesce(f.fast_approval, false)::boolean AS now_fast_approval,
+       coalesce(f.rejected, false)::boolean AS now_rejected
 FROM call_days_open o
 LEFT JOIN LATERAL (SELECT * FROM proposal_call_facts pf WHERE pf.id = o.proposal_id LIMIT 1) f ON true
 WHERE o.proposal_id > @after
@@ -105,27 +121,33 @@ LIMIT sqlc.arg(max_rows)::int;
 -- Adds counts (which may be negative: a call counted before changed) to
 -- days, one statement for a batch's days; each histogram comes as the
 -- text of an int array.
-INSERT INTO call_days AS d (workspace_id, day, action_class, tool, calls, refused, edited, warned, decisions, decision_hist)
-SELECT u.workspace_id, u.day, u.action_class, u.tool, u.calls, u.refused, u.edited, u.warned, u.decisions, u.hist::int[]
+INSERT INTO call_days AS d (workspace_id, day, action_class, tool, calls, refused, edited, warned, decisions, decision_hist,
+                            fast_approvals, rejections)
+SELECT u.workspace_id, u.day, u.action_class, u.tool, u.calls, u.refused, u.edited, u.warned, u.decisions, u.hist::int[],
+       u.fast_approvals, u.rejections
 FROM (
     SELECT unnest(sqlc.arg(workspace_ids)::uuid[]) AS workspace_id, unnest(sqlc.arg(days)::date[]) AS day,
            unnest(sqlc.arg(classes)::text[]) AS action_class, unnest(sqlc.arg(tools)::text[]) AS tool,
            unnest(sqlc.arg(calls)::bigint[]) AS calls, unnest(sqlc.arg(refused)::bigint[]) AS refused, unnest(sqlc.arg(edited)::bigint[]) AS edited,
-           unnest(sqlc.arg(warned)::bigint[]) AS warned, unnest(sqlc.arg(decisions)::bigint[]) AS decisions, unnest(sqlc.arg(hists)::text[]) AS hist
+           unnest(sqlc.arg(warned)::bigint[]) AS warned, unnest(sqlc.arg(decisions)::bigint[]) AS decisions, unnest(sqlc.arg(hists)::text[]) AS hist,
+           unnest(sqlc.arg(fast_approvals)::bigint[]) AS fast_approvals, unnest(sqlc.arg(rejections)::bigint[]) AS rejections
 ) u
 ON CONFLICT (workspace_id, day, action_class, tool) DO UPDATE
     SET calls = d.calls + EXCLUDED.calls, refused = d.refused + EXCLUDED.refused, edited = d.edited + EXCLUDED.edited,
         warned = d.warned + EXCLUDED.warned, decisions = d.decisions + EXCLUDED.decisions,
-        decision_hist = gatehouse_hist_add(d.decision_hist, EXCLUDED.decision_hist);
+        decision_hist = gatehouse_hist_add(d.decision_hist, EXCLUDED.decision_hist),
+        fast_approvals = d.fast_approvals + EXCLUDED.fast_approvals, rejections = d.rejections + EXCLUDED.rejections;
 
 -- name: PutOpenCalls :exec
 -- Remembers what was counted for calls not finished yet.
-INSERT INTO call_days_open (proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket)
+INSERT INTO call_days_open (proposal_id, workspace_id, day, action_class, tool, refused, edited, decided, decision_bucket, fast_approval, rejected)
 SELECT unnest(sqlc.arg(proposal_ids)::uuid[]), unnest(sqlc.arg(workspace_ids)::uuid[]), unnest(sqlc.arg(days)::date[]),
        unnest(sqlc.arg(classes)::text[]), unnest(sqlc.arg(tools)::text[]), unnest(sqlc.arg(refused)::boolean[]),
-       unnest(sqlc.arg(edited)::boolean[]), unnest(sqlc.arg(decided)::boolean[]), unnest(sqlc.arg(buckets)::int[])
+       unnest(sqlc.arg(edited)::boolean[]), unnest(sqlc.arg(decided)::boolean[]), unnest(sqlc.arg(buckets)::int[]),
+       unnest(sqlc.arg(fast_approvals)::boolean[]), unnest(sqlc.arg(rejected)::boolean[])
 ON CONFLICT (proposal_id) DO UPDATE
-    SET refused = EXCLUDED.refused, edited = EXCLUDED.edited, decided = EXCLUDED.decided, decision_bucket = EXCLUDED.decision_bucket;
+    SET refused = EXCLUDED.refused, edited = EXCLUDED.edited, decided = EXCLUDED.decided, decision_bucket = EXCLUDED.decision_bucket,
+        fast_approval = EXCLUDED.fast_approval, rejected = EXCLUDED.rejected;
 
 -- name: DeleteOpenCalls :exec
 DELETE FROM call_days_open WHERE proposal_id = ANY (sqlc.arg(proposal_ids)::uuid[]);

@@ -1,13 +1,16 @@
 package web
 
 import (
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/intent"
 	"github.com/gatehouse/gatehouse/internal/trust"
 )
 
@@ -188,8 +191,16 @@ func (s *Server) apiListViolations(c echo.Context) error {
 }
 
 // apiListActionClasses handles "GET /api/v1/action-classes": every class
-// with its posterior.
+// with its posterior; with ?approval_fatigue=true, also the approval-
+// fatigue numbers per class and tool that /trust shows.
 func (s *Server) apiListActionClasses(c echo.Context) error {
+	withFatigue := false
+	if q := c.QueryParam("approval_fatigue"); q != "" {
+		var err error
+		if withFatigue, err = strconv.ParseBool(q); err != nil {
+			return apperr.Invalid("approval_fatigue must be true or false.", apperr.FieldError{Field: "approval_fatigue", Message: "must be true or false"})
+		}
+	}
 	list, err := s.trust.Posteriors(c.Request().Context(), principal(c))
 	if err != nil {
 		return err
@@ -198,7 +209,60 @@ func (s *Server) apiListActionClasses(c echo.Context) error {
 	for i, p := range list {
 		out[i] = toPosteriorJSON(p)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"action_classes": out})
+	body := map[string]any{"action_classes": out}
+	if withFatigue {
+		f, err := s.trust.Fatigue(c.Request().Context(), principal(c), time.Now(), s.toolKind)
+		if err != nil {
+			return err
+		}
+		body["approval_fatigue"] = toFatigueJSON(f)
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+// fatigueJSON is the approval-fatigue numbers over the API (the /trust
+// page's table).
+type fatigueJSON struct {
+	// From and Until are UTC dates, Until excluded.
+	From     string `json:"from"`
+	Until    string `json:"until"`
+	Days     int    `json:"days"`
+	Updating bool   `json:"updating"`
+	Rule     struct {
+		MinDecisions         int     `json:"min_decisions"`
+		FastWithinSeconds    int     `json:"fast_within_seconds"`
+		FastShareAbove       float64 `json:"fast_share_above"`
+		RejectedShareAtLeast float64 `json:"rejected_share_at_least"`
+	} `json:"rule"`
+	Tools []toolFatigueJSON `json:"tools"`
+}
+
+type toolFatigueJSON struct {
+	ActionClass   string  `json:"action_class"`
+	Tool          string  `json:"tool"`
+	Decisions     int64   `json:"decisions"`
+	Approvals     int64   `json:"approvals"`
+	FastApprovals int64   `json:"fast_approvals"`
+	Rejections    int64   `json:"rejections"`
+	FastShare     float64 `json:"fast_approval_share"`
+	RejectedShare float64 `json:"rejected_share"`
+	// MedianSeconds is approximate: read from a log-scale histogram.
+	MedianSeconds float64 `json:"median_decision_seconds"`
+	Suggestion    string  `json:"suggestion"`
+	Grantable     bool    `json:"grantable"`
+}
+
+func toFatigueJSON(f trust.Fatigue) fatigueJSON {
+	out := fatigueJSON{From: f.From.Format(time.DateOnly), Until: f.Until.Format(time.DateOnly), Days: trust.FatigueDays, Updating: f.Updating,
+		Tools: make([]toolFatigueJSON, len(f.Tools))}
+	out.Rule.MinDecisions, out.Rule.FastWithinSeconds = trust.FatigueMinDecisions, int(intent.FastApproval.Seconds())
+	out.Rule.FastShareAbove, out.Rule.RejectedShareAtLeast = trust.FatigueFastShare, trust.FatigueRejectedShare
+	for i, t := range f.Tools {
+		out.Tools[i] = toolFatigueJSON{ActionClass: t.ActionClass, Tool: t.Tool, Decisions: t.Decisions, Approvals: t.Approvals,
+			FastApprovals: t.FastApprovals, Rejections: t.Rejections, FastShare: t.FastShare(), RejectedShare: t.RejectedShare(),
+			MedianSeconds: math.Round(t.MedianDecision.Seconds()*10) / 10, Suggestion: string(t.Suggestion), Grantable: t.Ungrantable == ""}
+	}
+	return out
 }
 
 // apiGetPosterior handles "GET /api/v1/action-classes/:class/posterior".

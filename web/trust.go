@@ -15,12 +15,15 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/intent"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/trust"
 	"github.com/gatehouse/gatehouse/views"
 )
 
 // trustPage handles "GET /trust" (signed-in users): each class's
-// posterior, the evidence behind it, and the open violations.
+// posterior, the evidence behind it, the open violations, and the
+// approval-fatigue numbers per class and tool.
 func (s *Server) trustPage(c echo.Context) error {
 	var notice string
 	switch {
@@ -47,7 +50,14 @@ func (s *Server) renderTrust(c echo.Context, status int, st trustState) error {
 	if err != nil {
 		return err
 	}
-	v := toTrustView(o, p, time.Now())
+	now := time.Now()
+	f, err := s.trust.Fatigue(c.Request().Context(), p, now, s.toolKind)
+	if err != nil {
+		return err
+	}
+	v := toTrustView(o, p, now)
+	v.Fatigue = toFatigueView(f, v)
+	v.Updating = v.Updating || f.Updating
 	v.Notice, v.Error = st.notice, st.errMsg
 	if v.Thresholds != nil && st.form != nil {
 		st.form.Classes = v.Thresholds.Classes
@@ -292,4 +302,89 @@ func densityChart(p trust.Posterior) views.TrustChart {
 		c.Ticks = append(c.Ticks, views.ChartTick{X: num(sx(x)), Y: num(baseline + 15), Label: trimFloat(x)})
 	}
 	return c
+}
+
+// toolKind is what the registry declares of a tool, for whether its calls
+// may be granted.
+func (s *Server) toolKind(name string) (policy.Effect, policy.Authority, bool) {
+	if s.registry == nil {
+		return "", "", false
+	}
+	t, ok := s.registry.Get(name)
+	if !ok {
+		return "", "", false
+	}
+	return t.Effect, t.Contract.Authority, true
+}
+
+// fatiguePeriod and fatigueRule say on /trust what the numbers cover and
+// when they suggest something.
+func fatiguePeriod(f trust.Fatigue) string {
+	return fmt.Sprintf("Over the last %d days: UTC days %s to %s, today included. A decision is a person's approval (on a confirm card or an approval packet) or rejection of a call, timed from the proposal; calls run automatically or under a grant are nobody's decision and are not counted.",
+		trust.FatigueDays, f.From.Format(time.DateOnly), f.Until.AddDate(0, 0, -1).Format(time.DateOnly))
+}
+
+func fatigueRule() string {
+	return fmt.Sprintf("The suggestion rule, from %d decisions: rejected in %.0f %% or more of them, tighten; otherwise approved as proposed (no edit) within %s in more than %.0f %% of them, re-tier the tool or grant its calls. The median is read from a histogram of decision times: approximate, to within about 10 %%.",
+		trust.FatigueMinDecisions, 100*trust.FatigueRejectedShare, humanDuration(intent.FastApproval), 100*trust.FatigueFastShare)
+}
+
+// approxDuration writes a median read from the histogram: "≈ 42 s", or
+// "< 1 s" for its first bucket.
+func approxDuration(d time.Duration) string {
+	if d < time.Second {
+		return "< 1 s"
+	}
+	return "≈ " + humanDuration(d)
+}
+
+// percentOf writes n of total as "75 % (9 of 12)".
+func percentOf(n, total int64) string {
+	return fmt.Sprintf("%.0f %% (%d of %d)", 100*float64(n)/float64(max(total, 1)), n, total)
+}
+
+// toFatigueView turns the numbers into the page's table; v is the rest of
+// the page, for the links a suggestion gives (the class's card, the
+// admin's threshold form).
+func toFatigueView(f trust.Fatigue, v views.TrustView) views.TrustFatigue {
+	out := views.TrustFatigue{Period: fatiguePeriod(f), Rule: fatigueRule()}
+	carded := map[string]bool{}
+	for _, cl := range v.Classes {
+		carded[cl.Class] = true
+	}
+	for _, t := range f.Tools {
+		r := views.TrustFatigueRow{Class: t.ActionClass, Tool: t.Tool, Kind: string(t.Suggestion),
+			Decided:   fmt.Sprintf("%d (%d approved, %d rejected)", t.Decisions, t.Approvals, t.Rejections),
+			FastShare: percentOf(t.FastApprovals, t.Decisions), Median: approxDuration(t.MedianDecision),
+			Rejected: percentOf(t.Rejections, t.Decisions)}
+		contract := views.FatigueLink{Href: "/tools#tool-" + t.Tool, Text: "The tool's contract."}
+		switch t.Suggestion {
+		case trust.SuggestLessReview:
+			r.Suggestion = fmt.Sprintf("Approved as proposed within %s in more than %.0f %% of its decisions: people may be approving without reading. Re-tier the tool (a lower risk, or no human gating, in the policy file)",
+				humanDuration(intent.FastApproval), 100*trust.FatigueFastShare)
+			if t.Ungrantable == "" {
+				r.Suggestion += ", or grant its calls: “Approve and allow similar…” on its next card or packet."
+			} else {
+				r.Suggestion += "; its calls cannot be granted (" + t.Ungrantable + ")."
+			}
+			r.Links = append(r.Links, contract)
+			if t.Ungrantable == "" {
+				r.Links = append(r.Links, views.FatigueLink{Href: "/grants", Text: "Grants."})
+			}
+			if carded[t.ActionClass] {
+				r.Links = append(r.Links, views.FatigueLink{Href: "#class-" + domID(t.ActionClass), Text: "The class's graduation."})
+			}
+			if v.Thresholds != nil {
+				r.Links = append(r.Links, views.FatigueLink{Href: "#thresholds", Text: "Graduation thresholds."})
+			}
+		case trust.SuggestTighten:
+			r.Suggestion = fmt.Sprintf("Rejected in %.0f %% or more of its decisions: agents often propose calls of it that people refuse. Tighten: human gating or a constraint for the tool in the policy file, a stricter mode where it is called, and no grants for it.",
+				100*trust.FatigueRejectedShare)
+			r.Links = append(r.Links, contract, views.FatigueLink{Href: "/grants", Text: "Grants to revoke."})
+		default:
+			r.Kind = ""
+		}
+		out.Rows = append(out.Rows, r)
+	}
+	return out
 }

@@ -20,7 +20,9 @@ import (
 
 // The calls' days: call_days counts each UTC day's calls of a workspace
 // per action class and tool (how many, refused, edited, warned about their
-// rationale, decided by a person and how long that took), folded from the
+// rationale, decided by a person and how long that took, and of those
+// the approvals as proposed within 5 minutes and the rejections: the
+// approval-fatigue numbers, fatigue.go), folded from the
 // audit log by the roll-up (internal/rollup). A page reads the days it
 // shows plus the audit rows the roll-up has not folded yet (ReadDays).
 //
@@ -60,6 +62,9 @@ type DayKey struct {
 // Counts are a day's counts of one action class and tool.
 type Counts struct {
 	Calls, Refused, Edited, Warned, Decisions int64
+	// FastApprovals of Decisions were approved as proposed (no edit)
+	// within FastApproval of the proposal; Rejections were rejected.
+	FastApprovals, Rejections int64
 	// Hist counts decisions by how long they took: Hist[b] those of
 	// bucket b (DecisionBucket).
 	Hist []int64
@@ -71,6 +76,8 @@ func (c *Counts) add(o Counts, sign int64) {
 	c.Edited += sign * o.Edited
 	c.Warned += sign * o.Warned
 	c.Decisions += sign * o.Decisions
+	c.FastApprovals += sign * o.FastApprovals
+	c.Rejections += sign * o.Rejections
 	for len(c.Hist) < len(o.Hist) {
 		c.Hist = append(c.Hist, 0)
 	}
@@ -80,7 +87,8 @@ func (c *Counts) add(o Counts, sign int64) {
 }
 
 func (c Counts) zero() bool {
-	return c.Calls == 0 && c.Refused == 0 && c.Edited == 0 && c.Warned == 0 && c.Decisions == 0 && !slices.ContainsFunc(c.Hist, func(n int64) bool { return n != 0 })
+	return c.Calls == 0 && c.Refused == 0 && c.Edited == 0 && c.Warned == 0 && c.Decisions == 0 && c.FastApprovals == 0 && c.Rejections == 0 &&
+		!slices.ContainsFunc(c.Hist, func(n int64) bool { return n != 0 })
 }
 
 // DecisionBucket is the seconds bucket b of the SQL function
@@ -138,6 +146,9 @@ type callFacts struct {
 	key                      DayKey
 	refused, edited, decided bool
 	bucket                   int
+	// fast: decided, approved as proposed within FastApproval; rejected:
+	// decided, rejected (proposal_call_facts, migration 48).
+	fast, rejected bool
 }
 
 func (f callFacts) counts() Counts {
@@ -152,6 +163,12 @@ func (f callFacts) counts() Counts {
 		c.Decisions = 1
 		c.Hist = make([]int64, f.bucket+1)
 		c.Hist[f.bucket] = 1
+		if f.fast {
+			c.FastApprovals = 1
+		}
+		if f.rejected {
+			c.Rejections = 1
+		}
 	}
 	return c
 }
@@ -259,11 +276,12 @@ func eventOf(r db.CallEventsRow) callEvent {
 		proposal: r.ProposalID, open: r.Open}
 	if r.Found {
 		ev.now = &callFacts{key: DayKey{Workspace: r.WorkspaceID, Day: dayOf(r.Day), Class: r.ActionClass, Tool: r.Tool},
-			refused: r.Refused, edited: r.Edited, decided: r.Decided, bucket: int(r.DecisionBucket)}
+			refused: r.Refused, edited: r.Edited, decided: r.Decided, bucket: int(r.DecisionBucket), fast: r.FastApproval, rejected: r.Rejected}
 	}
 	if r.Counted {
 		ev.counted = &callFacts{key: DayKey{Workspace: r.WorkspaceID, Day: dayOf(r.CountedDay), Class: r.CountedClass, Tool: r.CountedTool},
-			refused: r.CountedRefused, edited: r.CountedEdited, decided: r.CountedDecided, bucket: int(r.CountedBucket)}
+			refused: r.CountedRefused, edited: r.CountedEdited, decided: r.CountedDecided, bucket: int(r.CountedBucket),
+			fast: r.CountedFastApproval, rejected: r.CountedRejected}
 	}
 	return ev
 }
@@ -290,7 +308,8 @@ func ReadDays(ctx context.Context, q *db.Queries, ws uuid.UUID, from, to time.Ti
 	t := newTally()
 	for _, r := range rows {
 		t.add(DayKey{Workspace: ws, Day: dayOf(r.Day), Class: r.ActionClass, Tool: r.Tool},
-			Counts{Calls: r.Calls, Refused: r.Refused, Edited: r.Edited, Warned: r.Warned, Decisions: r.Decisions}, 1)
+			Counts{Calls: r.Calls, Refused: r.Refused, Edited: r.Edited, Warned: r.Warned, Decisions: r.Decisions,
+				FastApprovals: r.FastApprovals, Rejections: r.Rejections}, 1)
 	}
 	updating, err := t.tail(ctx, q, ws)
 	if err != nil {
@@ -407,6 +426,8 @@ func (t *tally) write(ctx context.Context, q *db.Queries) error {
 		add.Warned = append(add.Warned, c.Warned)
 		add.Decisions = append(add.Decisions, c.Decisions)
 		add.Hists = append(add.Hists, "{"+strings.Join(hist, ",")+"}")
+		add.FastApprovals = append(add.FastApprovals, c.FastApprovals)
+		add.Rejections = append(add.Rejections, c.Rejections)
 	}
 	if len(add.Days) > 0 {
 		if err := q.AddCallDays(ctx, add); err != nil {
@@ -429,6 +450,8 @@ func (t *tally) write(ctx context.Context, q *db.Queries) error {
 		put.Edited = append(put.Edited, f.edited)
 		put.Decided = append(put.Decided, f.decided)
 		put.Buckets = append(put.Buckets, int32(f.bucket))
+		put.FastApprovals = append(put.FastApprovals, f.fast)
+		put.Rejected = append(put.Rejected, f.rejected)
 	}
 	if len(put.ProposalIds) > 0 {
 		if err := q.PutOpenCalls(ctx, put); err != nil {
@@ -481,11 +504,12 @@ func (s *Service) sweep(ctx context.Context, q *db.Queries) error {
 	t := newTally()
 	for _, r := range rows {
 		counted := &callFacts{key: DayKey{Workspace: r.WorkspaceID, Day: dayOf(r.Day), Class: r.ActionClass, Tool: r.Tool},
-			refused: r.Refused, edited: r.Edited, decided: r.Decided, bucket: int(r.DecisionBucket)}
+			refused: r.Refused, edited: r.Edited, decided: r.Decided, bucket: int(r.DecisionBucket), fast: r.FastApproval, rejected: r.Rejected}
 		ev := callEvent{workspace: r.WorkspaceID, action: "sweep", proposal: r.ProposalID, counted: counted, open: r.NowOpen}
 		if r.Found {
 			now := *counted
 			now.refused, now.edited, now.decided, now.bucket = r.NowRefused, r.NowEdited, r.NowDecided, int(r.NowBucket)
+			now.fast, now.rejected = r.NowFastApproval, r.NowRejected
 			if now == *counted && r.NowOpen {
 				continue // unchanged
 			}

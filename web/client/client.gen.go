@@ -95,6 +95,27 @@ func (e ApprovalStatus) Valid() bool {
 	}
 }
 
+// Defines values for ApprovalFatigueToolsSuggestion.
+const (
+	None          ApprovalFatigueToolsSuggestion = "none"
+	RetierOrGrant ApprovalFatigueToolsSuggestion = "retier_or_grant"
+	Tighten       ApprovalFatigueToolsSuggestion = "tighten"
+)
+
+// Valid indicates whether the value is a known member of the ApprovalFatigueToolsSuggestion enum.
+func (e ApprovalFatigueToolsSuggestion) Valid() bool {
+	switch e {
+	case None:
+		return true
+	case RetierOrGrant:
+		return true
+	case Tighten:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ContractAuthority.
 const (
 	ContractAuthorityIrreversible       ContractAuthority = "irreversible"
@@ -1297,6 +1318,46 @@ type ApprovalProposedBy string
 // ApprovalStatus defines model for Approval.Status.
 type ApprovalStatus string
 
+// ApprovalFatigue How people decide each tool's calls over the last 30 UTC days (ADR-036's reversal criteria), from the calls' days the roll-up keeps.
+type ApprovalFatigue struct {
+	Days int `json:"days"`
+
+	// From First UTC day of the period.
+	From openapi_types.Date `json:"from"`
+	Rule struct {
+		FastShareAbove       float32 `json:"fast_share_above"`
+		FastWithinSeconds    int     `json:"fast_within_seconds"`
+		MinDecisions         int     `json:"min_decisions"`
+		RejectedShareAtLeast float32 `json:"rejected_share_at_least"`
+	} `json:"rule"`
+	Tools []struct {
+		ActionClass       string  `json:"action_class"`
+		Approvals         int     `json:"approvals"`
+		Decisions         int     `json:"decisions"`
+		FastApprovalShare float32 `json:"fast_approval_share"`
+
+		// FastApprovals Approved as proposed within 5 minutes of the proposal.
+		FastApprovals int  `json:"fast_approvals"`
+		Grantable     bool `json:"grantable"`
+
+		// MedianDecisionSeconds Approximate: read from a log-scale histogram.
+		MedianDecisionSeconds float32                        `json:"median_decision_seconds"`
+		RejectedShare         float32                        `json:"rejected_share"`
+		Rejections            int                            `json:"rejections"`
+		Suggestion            ApprovalFatigueToolsSuggestion `json:"suggestion"`
+		Tool                  string                         `json:"tool"`
+	} `json:"tools"`
+
+	// Until The UTC day after the period (excluded).
+	Until openapi_types.Date `json:"until"`
+
+	// Updating The roll-up is behind; the latest decisions are missing for a moment.
+	Updating bool `json:"updating"`
+}
+
+// ApprovalFatigueToolsSuggestion defines model for ApprovalFatigue.Tools.Suggestion.
+type ApprovalFatigueToolsSuggestion string
+
 // Contract What the tool promises and what the gateway enforces for it.
 type Contract struct {
 	// ActionClass Static class; absent when computed from the arguments (see action_classes).
@@ -2082,6 +2143,12 @@ type SearchIntentParams struct {
 	Until *string `form:"until,omitempty" json:"until,omitempty"`
 }
 
+// ListActionClassesParams defines parameters for ListActionClasses.
+type ListActionClassesParams struct {
+	// ApprovalFatigue Also the approval-fatigue numbers per class and tool (docs/policy.md, Approval fatigue).
+	ApprovalFatigue *bool `form:"approval_fatigue,omitempty" json:"approval_fatigue,omitempty"`
+}
+
 // SetThresholdJSONBody defines parameters for SetThreshold.
 type SetThresholdJSONBody struct {
 	CiLow      float32 `json:"ci_low"`
@@ -2845,7 +2912,7 @@ type ClientInterface interface {
 	// ListActionClasses Every action class (each the registry knows and each with evidence) with its posterior
 	//
 	// Corresponds with GET /api/v1/action-classes (the `ListActionClasses` operationId).
-	ListActionClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ListActionClasses(ctx context.Context, params *ListActionClassesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetPosterior The class's trust posterior (an unknown class is 404)
 	//
@@ -3744,8 +3811,8 @@ func (c *Client) SearchIntent(ctx context.Context, params *SearchIntentParams, r
 // ListActionClasses Every action class (each the registry knows and each with evidence) with its posterior
 //
 // Corresponds with GET /api/v1/action-classes (the `ListActionClasses` operationId).
-func (c *Client) ListActionClasses(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewListActionClassesRequest(c.Server)
+func (c *Client) ListActionClasses(ctx context.Context, params *ListActionClassesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListActionClassesRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5493,7 +5560,7 @@ func NewSearchIntentRequest(server string, params *SearchIntentParams) (*http.Re
 }
 
 // NewListActionClassesRequest constructs an http.Request for the ListActionClasses method
-func NewListActionClassesRequest(server string) (*http.Request, error) {
+func NewListActionClassesRequest(server string, params *ListActionClassesParams) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -5509,6 +5576,33 @@ func NewListActionClassesRequest(server string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.ApprovalFatigue != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "approval_fatigue", *params.ApprovalFatigue, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -7654,7 +7748,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/action-classes (the `ListActionClasses` operationId).
-	ListActionClassesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListActionClassesResponse, error)
+	ListActionClassesWithResponse(ctx context.Context, params *ListActionClassesParams, reqEditors ...RequestEditorFn) (*ListActionClassesResponse, error)
 
 	// GetPosteriorWithResponse The class's trust posterior (an unknown class is 404)
 	//
@@ -8786,6 +8880,9 @@ type ListActionClassesResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
 		ActionClasses []Posterior `json:"action_classes"`
+
+		// ApprovalFatigue How people decide each tool's calls over the last 30 UTC days (ADR-036's reversal criteria), from the calls' days the roll-up keeps.
+		ApprovalFatigue *ApprovalFatigue `json:"approval_fatigue,omitempty"`
 	}
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
@@ -8794,6 +8891,9 @@ type ListActionClassesResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListActionClassesResponse) GetJSON200() *struct {
 	ActionClasses []Posterior `json:"action_classes"`
+
+	// ApprovalFatigue How people decide each tool's calls over the last 30 UTC days (ADR-036's reversal criteria), from the calls' days the roll-up keeps.
+	ApprovalFatigue *ApprovalFatigue `json:"approval_fatigue,omitempty"`
 } {
 	return r.JSON200
 }
@@ -11273,8 +11373,8 @@ func (c *ClientWithResponses) SearchIntentWithResponse(ctx context.Context, para
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/action-classes (the `ListActionClasses` operationId).
-func (c *ClientWithResponses) ListActionClassesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListActionClassesResponse, error) {
-	rsp, err := c.ListActionClasses(ctx, reqEditors...)
+func (c *ClientWithResponses) ListActionClassesWithResponse(ctx context.Context, params *ListActionClassesParams, reqEditors ...RequestEditorFn) (*ListActionClassesResponse, error) {
+	rsp, err := c.ListActionClasses(ctx, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -12645,6 +12745,9 @@ func ParseListActionClassesResponse(rsp *http.Response) (*ListActionClassesRespo
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			ActionClasses []Posterior `json:"action_classes"`
+
+			// ApprovalFatigue How people decide each tool's calls over the last 30 UTC days (ADR-036's reversal criteria), from the calls' days the roll-up keeps.
+			ApprovalFatigue *ApprovalFatigue `json:"approval_fatigue,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
