@@ -644,7 +644,7 @@ func AdminPage(s Shell, v AdminView) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<section><h1>Admin</h1><p><a href=\"/admin/approvals\">Approvals queue</a> · <a href=\"/admin/outbox\">Outbox</a> · <a href=\"/admin/receipts\">Receipts</a> · <a href=\"/admin/feedback\">Agent feedback</a> · <a href=\"/admin/intent\">Intent</a> (admins) · <a href=\"/admin/settings\">Workspace settings</a> (admins)</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "<section><h1>Admin</h1><p><a href=\"/admin/approvals\">Approvals queue</a> · <a href=\"/admin/outbox\">Outbox</a> · <a href=\"/admin/receipts\">Receipts</a> · <a href=\"/admin/feedback\">Agent feedback</a> · <a href=\"/admin/intent\">Intent</a> (admins) · <a href=\"/admin/settings\">Workspace settings</a> (admins) · <a href=\"/admin/policy/replay\">Policy replay</a> (admins)</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -116,6 +116,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", prop + "/reject", "reason=%s", true, ""},
 		{"POST", prop + "/performed", "note=%s", true, ""},
 		{"POST", "/admin/settings", "internal_domains=%s", true, ""},
+		{"POST", "/admin/policy/replay", "period=7d&policy=%s", true, ""},
 		{"POST", "/admin/approver-roles", "email=boss%%40example.com&role=%s", true, ""},
 		{"POST", "/admin/approver-roles/revoke", "email=boss%%40example.com&role=%s", true, ""},
 		{"POST", "/admin/approvals/bulk", "action=reject&reason=%s&ids=" + deferred["approval_id"].(string), true, ""},

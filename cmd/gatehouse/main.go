@@ -23,16 +23,18 @@ func main() {
 
 // exitCode is the exit status for run's error: 0 for none, 2 for a
 // mistake in the command line, 3 for a receipt chain that does not
-// verify, 1 for anything else.
+// verify or a policy replay in which a --fail-on kind occurred, 1 for
+// anything else.
 func exitCode(err error) int {
 	var u usageError
 	var b chainBroken
+	var r replayFailed
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &u):
 		return 2
-	case errors.As(err, &b):
+	case errors.As(err, &b), errors.As(err, &r):
 		return 3
 	}
 	return 1
@@ -64,6 +66,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return auditCommand(ctx, rest, getenv, stdout, stderr)
 	case "receipts":
 		return receiptsCommand(ctx, rest, getenv, stdout, stderr)
+	case "policy":
+		return policyCommand(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -100,6 +104,17 @@ Commands:
   receipts verify [--checkpoint FILE [--public-key FILE]]
                              verify every workspace's receipt chain, or prove
                              it still extends a saved checkpoint (exit 3: broken)
+  policy check FILE          check a policy file (gatehouse.yaml) as the server
+                             loads it: "ok", or every error with its line (exit 1)
+  policy replay FILE [--since 7d] [--workspace W] [--json]
+               [--fail-on KIND,...] [--examples N]
+                             decide every call recorded since (a duration or
+                             Nd days; every workspace, or W by id, slug or
+                             name) again under FILE, writing nothing, and
+                             report what would change per tool and action
+                             class; --fail-on newly-asks, newly-allowed,
+                             newly-allowed-destructive, newly-blocked,
+                             restated or changed: exit 3 when one occurs
 
 Every command finds its database the same way: DATABASE_URL if set,
 otherwise the embedded PostgreSQL cluster in the data directory.

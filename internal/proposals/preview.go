@@ -2,9 +2,7 @@ package proposals
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -141,13 +139,10 @@ func (s *Service) preview(setting, value string, rows []previewRow, change func(
 	out := Preview{Setting: setting, Value: value}
 	byClass := map[string]*PreviewClass{}
 	for _, r := range rows {
-		var call policy.Call
-		if err := json.Unmarshal(r.input, &call); err != nil {
+		before, after, err := policy.Redecide(r.input, s.tools.Classes(), change)
+		if err != nil {
 			return Preview{}, fmt.Errorf("proposals: decode decision input of %s: %w", r.id, err)
 		}
-		before := policy.Decide(call, s.tools.Classes())
-		change(&call)
-		after := policy.Decide(call, s.tools.Classes())
 		class := r.class
 		if class == "" {
 			class = "(unclassified)"
@@ -159,11 +154,11 @@ func (s *Service) preview(setting, value string, rows []previewRow, change func(
 		}
 		out.Calls++
 		pc.Calls++
-		ranBefore := runsWithoutAsking(before.State)
+		ranBefore := before.State.RunsWithoutAsking()
 		if ranBefore {
 			out.RanWithoutAsking++
 		}
-		if !runsWithoutAsking(after.State) {
+		if !after.State.RunsWithoutAsking() {
 			continue
 		}
 		out.WouldRun++
@@ -185,10 +180,6 @@ func (s *Service) preview(setting, value string, rows []previewRow, change func(
 // scopeClassCalls is how many of a scope's latest calls say which classes
 // it uses (the header's graduation hints): a bounded read of its index.
 const scopeClassCalls = 1000
-
-func runsWithoutAsking(s policy.State) bool {
-	return slices.Contains([]policy.State{policy.StateAllowed, policy.StateAllowedWithConstraints}, s)
-}
 
 // ScopeClasses are the action classes the scope's latest calls were
 // decided as (the latest scopeClassCalls; the caller checked the scope is
