@@ -491,6 +491,14 @@ type RateCounter struct {
 	ExpiresAt   time.Time
 }
 
+type RationaleAlert struct {
+	WorkspaceID uuid.UUID
+	Caller      uuid.UUID
+	Day         pgtype.Date
+	ProposalID  uuid.UUID
+	CreatedAt   time.Time
+}
+
 type Receipt struct {
 	ID          uuid.UUID
 	WorkspaceID uuid.UUID

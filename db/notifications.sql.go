@@ -34,13 +34,15 @@ SELECT c.workspace_id, c.id, c.user_id, c.channel, c.kind, c.proposal_id, c.appr
        w.webhook_allowlist,
        p.tool, p.status AS proposal_status, p.rationale, p.risk, p.action_class, p.decision, p.arguments, p.conversation_id, p.notebook_id,
        coalesce(a.summary, '')::text AS summary, a.expires_at AS packet_expires_at, coalesce(a.status, '')::text AS packet_status,
+       p.error, coalesce(t.name, '')::text AS token_name,
        coalesce(a.approver_role, '')::text AS approver_role,
        coalesce(CASE WHEN a.escalated_at IS NOT NULL THEN a.escalate_to END, '')::text AS escalated_to
 FROM claimed c
 JOIN users u ON u.id = c.user_id
 JOIN workspaces w ON w.id = c.workspace_id
 JOIN proposals p ON p.workspace_id = c.workspace_id AND p.id = c.proposal_id
-LEFT JOIN approvals a ON a.workspace_id = c.workspace_id AND a.id = c.approval_id
+LEFT JOIN approvals a ON a.workspace_id = c.workspace_id AND a.proposal_id = c.proposal_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN notification_preferences np ON np.workspace_id = c.workspace_id AND np.user_id = c.user_id
 ORDER BY c.workspace_id, c.user_id, c.channel, c.id
 `
@@ -79,6 +81,8 @@ type ClaimNotificationsRow struct {
 	Summary          string
 	PacketExpiresAt  *time.Time
 	PacketStatus     string
+	Error            pgtype.Text
+	TokenName        string
 	ApproverRole     string
 	EscalatedTo      string
 }
@@ -87,6 +91,7 @@ type ClaimNotificationsRow struct {
 // sender's lease ran out), a person's and channel's together, for lease
 // seconds; other instances skip them. Each comes with what its message
 // says and where it goes.
+// The call's packet (an alert's too: its summary).
 func (q *Queries) ClaimNotifications(ctx context.Context, arg ClaimNotificationsParams) ([]ClaimNotificationsRow, error) {
 	rows, err := q.db.Query(ctx, claimNotifications, arg.MaxRows, arg.LeaseSeconds)
 	if err != nil {
@@ -125,6 +130,8 @@ func (q *Queries) ClaimNotifications(ctx context.Context, arg ClaimNotifications
 			&i.Summary,
 			&i.PacketExpiresAt,
 			&i.PacketStatus,
+			&i.Error,
+			&i.TokenName,
 			&i.ApproverRole,
 			&i.EscalatedTo,
 		); err != nil {
@@ -163,6 +170,19 @@ DELETE FROM action_links WHERE expires_at < now() - interval '1 day'
 // The sweeper forgets links a day after they expired.
 func (q *Queries) DeleteExpiredActionLinks(ctx context.Context) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteExpiredActionLinks)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOldRationaleAlerts = `-- name: DeleteOldRationaleAlerts :execrows
+DELETE FROM rationale_alerts WHERE day < (now() AT TIME ZONE 'UTC')::date - 7
+`
+
+// The sweeper forgets which callers were alerted, a week on.
+func (q *Queries) DeleteOldRationaleAlerts(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOldRationaleAlerts)
 	if err != nil {
 		return 0, err
 	}
@@ -220,10 +240,37 @@ WITH calls AS (
             AND (e.action = 'proposal.escalated' OR (e.action = 'proposal.created' AND e.data->>'state' IN ('review_required', 'deferred'))))
            OR (e.subject_type = 'approval' AND e.action = 'approval.escalated'))
       AND p.status IN ('pending', 'pending_approval')
+), alerted AS (
+    SELECT e.workspace_id, p.id AS proposal_id,
+           CASE WHEN e.action = 'proposal.created' THEN 'rationale' ELSE 'alert' END AS kind,
+           coalesce(p.proposed_by_token_id, p.proposed_by_user_id) AS caller, (e.created_at AT TIME ZONE 'UTC')::date AS day
+    FROM audit_events e
+    JOIN proposals p ON p.workspace_id = e.workspace_id
+        AND p.id = CASE WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
+    WHERE e.id > $1::bigint AND e.id <= $2::bigint
+      AND e.subject_type = 'proposal'
+      AND ((e.action IN ('proposal.applied', 'proposal.failed') AND e.data->>'authority' = 'irreversible')
+           OR (e.action = 'proposal.created' AND e.data->'rationale_warning' = 'true'::jsonb))
+), first_offences AS (
+    INSERT INTO rationale_alerts (workspace_id, caller, day, proposal_id)
+    SELECT DISTINCT ON (a.workspace_id, a.caller, a.day) a.workspace_id, a.caller, a.day, a.proposal_id
+    FROM alerted a WHERE a.kind = 'rationale'
+    ORDER BY a.workspace_id, a.caller, a.day, a.proposal_id
+    ON CONFLICT (workspace_id, caller, day) DO NOTHING
+    RETURNING workspace_id, proposal_id
 ), recipients AS (
     SELECT c.workspace_id, c.proposal_id, NULL::uuid AS approval_id, c.owner_id AS user_id, 'card' AS kind
     FROM calls c
     WHERE c.status = 'pending' AND c.proposed_by_kind = 'agent'
+    UNION
+    SELECT a.workspace_id, a.proposal_id, NULL::uuid, m.user_id, 'alert'
+    FROM alerted a
+    JOIN workspace_members m ON m.workspace_id = a.workspace_id AND m.role = 'admin'
+    WHERE a.kind = 'alert'
+    UNION
+    SELECT f.workspace_id, f.proposal_id, NULL::uuid, m.user_id, 'rationale'
+    FROM first_offences f
+    JOIN workspace_members m ON m.workspace_id = f.workspace_id AND m.role = 'admin'
     UNION
     SELECT c.workspace_id, c.proposal_id, c.approval_id, m.user_id, 'packet'
     FROM calls c
@@ -239,14 +286,14 @@ WITH calls AS (
 ), ins AS (
     INSERT INTO notifications (workspace_id, user_id, channel, kind, proposal_id, approval_id, next_attempt_at)
     SELECT r.workspace_id, r.user_id, ch.channel, r.kind, r.proposal_id, r.approval_id,
-           CASE WHEN coalesce(np.digest_minutes, 0) > 0
+           CASE WHEN coalesce(np.digest_minutes, 0) > 0 AND r.kind IN ('card', 'packet')
                 THEN date_bin(make_interval(mins => np.digest_minutes), now(), 'epoch') + make_interval(mins => np.digest_minutes)
                 ELSE now() END
     FROM recipients r
     LEFT JOIN notification_preferences np ON np.workspace_id = r.workspace_id AND np.user_id = r.user_id
     CROSS JOIN LATERAL (VALUES ('email', coalesce(np.email, true)), ('webhook', np.webhook_url IS NOT NULL)) AS ch (channel, wanted)
     WHERE ch.wanted
-    ON CONFLICT (workspace_id, proposal_id, user_id, channel) DO NOTHING
+    ON CONFLICT (workspace_id, proposal_id, user_id, channel, kind) DO NOTHING
     RETURNING 1
 )
 SELECT count(*)::int AS queued FROM ins
@@ -266,6 +313,13 @@ type FoldNotificationsParams struct {
 // by email unless they turned it off, and to their webhook when they have
 // one. A call already decided by now is skipped. Digest readers' are due
 // at the end of their current window.
+//
+// And the alerts (migration 50), to the workspace's admins, due at once
+// (a page ignores digests): every irreversible call executed or failed
+// (its audit row says authority irreversible), and, in rationale warn
+// mode, a caller's first call of the UTC day accepted without the
+// rationale strict mode requires (rationale_alerts keeps one per caller
+// and day).
 func (q *Queries) FoldNotifications(ctx context.Context, arg FoldNotificationsParams) (int32, error) {
 	row := q.db.QueryRow(ctx, foldNotifications, arg.After, arg.Upto)
 	var queued int32

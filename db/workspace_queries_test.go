@@ -43,6 +43,7 @@ var distributionKeys = map[string]string{
 	"mcp_request_states":    "workspace_id", // migration 42
 	"notifications":         "workspace_id", // migration 44
 	"action_links":          "workspace_id", // migration 44
+	"rationale_alerts":      "workspace_id", // migration 50
 	// Sign-in counters have no workspace (the account and address are
 	// counted before anyone is in one): distributed by their own bucket.
 	"rate_counters": "bucket",
@@ -58,6 +59,7 @@ var crossWorkspace = map[string]string{
 	"DeleteIdleMCPSessions":         "forgets idle MCP sessions across workspaces (background sweeper)",
 	"DeleteExpiredMCPRequestStates": "forgets expired requestState nonces across workspaces (background sweeper)",
 	"DeleteExpiredActionLinks":      "forgets expired one-time links across workspaces (background sweeper)",
+	"DeleteOldRationaleAlerts":      "forgets which callers were alerted, a week on, across workspaces (background sweeper)",
 	"ClaimNotifications":            "the notifications sender claims what is due, in any workspace",
 	"FoldNotifications":             "folds a span of the audit log's global feed into every workspace's notifications",
 	"ListAuditSpan":                 "the audit export's global feed: a span of every workspace's rows, once each",

@@ -9,6 +9,13 @@
 -- by email unless they turned it off, and to their webhook when they have
 -- one. A call already decided by now is skipped. Digest readers' are due
 -- at the end of their current window.
+--
+-- And the alerts (migration 50), to the workspace's admins, due at once
+-- (a page ignores digests): every irreversible call executed or failed
+-- (its audit row says authority irreversible), and, in rationale warn
+-- mode, a caller's first call of the UTC day accepted without the
+-- rationale strict mode requires (rationale_alerts keeps one per caller
+-- and day).
 WITH calls AS (
     SELECT DISTINCT p.workspace_id, p.id AS proposal_id, p.owner_id, p.proposed_by_user_id, p.proposed_by_kind, p.status,
                     a.id AS approval_id,
@@ -30,10 +37,37 @@ WITH calls AS (
             AND (e.action = 'proposal.escalated' OR (e.action = 'proposal.created' AND e.data->>'state' IN ('review_required', 'deferred'))))
            OR (e.subject_type = 'approval' AND e.action = 'approval.escalated'))
       AND p.status IN ('pending', 'pending_approval')
+), alerted AS (
+    SELECT e.workspace_id, p.id AS proposal_id,
+           CASE WHEN e.action = 'proposal.created' THEN 'rationale' ELSE 'alert' END AS kind,
+           coalesce(p.proposed_by_token_id, p.proposed_by_user_id) AS caller, (e.created_at AT TIME ZONE 'UTC')::date AS day
+    FROM audit_events e
+    JOIN proposals p ON p.workspace_id = e.workspace_id
+        AND p.id = CASE WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
+    WHERE e.id > sqlc.arg(after)::bigint AND e.id <= sqlc.arg(upto)::bigint
+      AND e.subject_type = 'proposal'
+      AND ((e.action IN ('proposal.applied', 'proposal.failed') AND e.data->>'authority' = 'irreversible')
+           OR (e.action = 'proposal.created' AND e.data->'rationale_warning' = 'true'::jsonb))
+), first_offences AS (
+    INSERT INTO rationale_alerts (workspace_id, caller, day, proposal_id)
+    SELECT DISTINCT ON (a.workspace_id, a.caller, a.day) a.workspace_id, a.caller, a.day, a.proposal_id
+    FROM alerted a WHERE a.kind = 'rationale'
+    ORDER BY a.workspace_id, a.caller, a.day, a.proposal_id
+    ON CONFLICT (workspace_id, caller, day) DO NOTHING
+    RETURNING workspace_id, proposal_id
 ), recipients AS (
     SELECT c.workspace_id, c.proposal_id, NULL::uuid AS approval_id, c.owner_id AS user_id, 'card' AS kind
     FROM calls c
     WHERE c.status = 'pending' AND c.proposed_by_kind = 'agent'
+    UNION
+    SELECT a.workspace_id, a.proposal_id, NULL::uuid, m.user_id, 'alert'
+    FROM alerted a
+    JOIN workspace_members m ON m.workspace_id = a.workspace_id AND m.role = 'admin'
+    WHERE a.kind = 'alert'
+    UNION
+    SELECT f.workspace_id, f.proposal_id, NULL::uuid, m.user_id, 'rationale'
+    FROM first_offences f
+    JOIN workspace_members m ON m.workspace_id = f.workspace_id AND m.role = 'admin'
     UNION
     SELECT c.workspace_id, c.proposal_id, c.approval_id, m.user_id, 'packet'
     FROM calls c
@@ -49,14 +83,14 @@ WITH calls AS (
 ), ins AS (
     INSERT INTO notifications (workspace_id, user_id, channel, kind, proposal_id, approval_id, next_attempt_at)
     SELECT r.workspace_id, r.user_id, ch.channel, r.kind, r.proposal_id, r.approval_id,
-           CASE WHEN coalesce(np.digest_minutes, 0) > 0
+           CASE WHEN coalesce(np.digest_minutes, 0) > 0 AND r.kind IN ('card', 'packet')
                 THEN date_bin(make_interval(mins => np.digest_minutes), now(), 'epoch') + make_interval(mins => np.digest_minutes)
                 ELSE now() END
     FROM recipients r
     LEFT JOIN notification_preferences np ON np.workspace_id = r.workspace_id AND np.user_id = r.user_id
     CROSS JOIN LATERAL (VALUES ('email', coalesce(np.email, true)), ('webhook', np.webhook_url IS NOT NULL)) AS ch (channel, wanted)
     WHERE ch.wanted
-    ON CONFLICT (workspace_id, proposal_id, user_id, channel) DO NOTHING
+    ON CONFLICT (workspace_id, proposal_id, user_id, channel, kind) DO NOTHING
     RETURNING 1
 )
 SELECT count(*)::int AS queued FROM ins;
@@ -85,13 +119,16 @@ SELECT c.workspace_id, c.id, c.user_id, c.channel, c.kind, c.proposal_id, c.appr
        w.webhook_allowlist,
        p.tool, p.status AS proposal_status, p.rationale, p.risk, p.action_class, p.decision, p.arguments, p.conversation_id, p.notebook_id,
        coalesce(a.summary, '')::text AS summary, a.expires_at AS packet_expires_at, coalesce(a.status, '')::text AS packet_status,
+       p.error, coalesce(t.name, '')::text AS token_name,
        coalesce(a.approver_role, '')::text AS approver_role,
        coalesce(CASE WHEN a.escalated_at IS NOT NULL THEN a.escalate_to END, '')::text AS escalated_to
 FROM claimed c
 JOIN users u ON u.id = c.user_id
 JOIN workspaces w ON w.id = c.workspace_id
 JOIN proposals p ON p.workspace_id = c.workspace_id AND p.id = c.proposal_id
-LEFT JOIN approvals a ON a.workspace_id = c.workspace_id AND a.id = c.approval_id
+-- The call's packet (an alert's too: its summary).
+LEFT JOIN approvals a ON a.workspace_id = c.workspace_id AND a.proposal_id = c.proposal_id
+LEFT JOIN api_tokens t ON t.id = p.proposed_by_token_id
 LEFT JOIN notification_preferences np ON np.workspace_id = c.workspace_id AND np.user_id = c.user_id
 ORDER BY c.workspace_id, c.user_id, c.channel, c.id;
 
@@ -153,3 +190,7 @@ WHERE workspace_id = sqlc.arg(workspace_id) AND token_hash = sqlc.arg(token_hash
 -- name: DeleteExpiredActionLinks :execrows
 -- The sweeper forgets links a day after they expired.
 DELETE FROM action_links WHERE expires_at < now() - interval '1 day';
+
+-- name: DeleteOldRationaleAlerts :execrows
+-- The sweeper forgets which callers were alerted, a week on.
+DELETE FROM rationale_alerts WHERE day < (now() AT TIME ZONE 'UTC')::date - 7;

@@ -365,6 +365,7 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 				"rate counters":      s.q.DeleteExpiredRateCounters,
 				"mcp request states": s.q.DeleteExpiredMCPRequestStates,
 				"action links":       s.q.DeleteExpiredActionLinks,
+				"rationale alerts":   s.q.DeleteOldRationaleAlerts,
 				"mcp sessions": func(ctx context.Context) (int64, error) {
 					return s.q.DeleteIdleMCPSessions(ctx, time.Now().Add(-24*time.Hour))
 				},

@@ -47,7 +47,22 @@ func (s *Service) Send(ctx context.Context) (int, error) {
 		for end < len(rows) && rows[end].WorkspaceID == rows[start].WorkspaceID && rows[end].UserID == rows[start].UserID && rows[end].Channel == rows[start].Channel {
 			end++
 		}
-		s.deliver(ctx, rows[start:end])
+		// Decisions and alerts go in separate messages: an alert is a page
+		// (sent inside quiet hours too) and carries no one-time link.
+		var decisions, alerts []db.ClaimNotificationsRow
+		for _, r := range rows[start:end] {
+			if isAlert(r.Kind) {
+				alerts = append(alerts, r)
+			} else {
+				decisions = append(decisions, r)
+			}
+		}
+		if len(decisions) > 0 {
+			s.deliver(ctx, decisions)
+		}
+		if len(alerts) > 0 {
+			s.deliverAlerts(ctx, alerts)
+		}
 		start = end
 	}
 	return len(rows), nil
@@ -56,7 +71,7 @@ func (s *Service) Send(ctx context.Context) (int, error) {
 // item is one waiting call in a message.
 type item struct {
 	row       db.ClaimNotificationsRow
-	Kind      string    `json:"kind"` // card or packet
+	Kind      string    `json:"kind"` // card or packet (alert items: alert or rationale)
 	Proposal  string    `json:"proposal_id"`
 	Approval  string    `json:"approval_id,omitempty"`
 	Tool      string    `json:"tool"`
@@ -65,9 +80,14 @@ type item struct {
 	Class     string    `json:"action_class,omitempty"`
 	Rationale string    `json:"rationale"`
 	Why       []string  `json:"why"`
-	DecideURL string    `json:"decide_url"`
-	Expires   time.Time `json:"decide_url_expires_at"`
+	DecideURL string    `json:"decide_url,omitempty"`
+	Expires   time.Time `json:"decide_url_expires_at,omitzero"`
 	OpenURL   string    `json:"open_url"`
+	// What an alert says of the call: how it ended (applied or failed,
+	// with the error) and the agent token that proposed it.
+	Status string `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Token  string `json:"token,omitempty"`
 	// EscalatedTo is the role a packet was escalated to (its approver
 	// role's holders did not decide in time).
 	EscalatedTo string `json:"escalated_to,omitempty"`
@@ -103,7 +123,7 @@ func (s *Service) deliver(ctx context.Context, rows []db.ClaimNotificationsRow) 
 	case "email":
 		err = s.mail(ctx, first, items)
 	case "webhook":
-		err = s.post(ctx, first, items)
+		err = s.post(ctx, first, PayloadType, items)
 	}
 	for _, it := range items {
 		if err != nil {
@@ -190,12 +210,7 @@ func (s *Service) mail(ctx context.Context, to db.ClaimNotificationsRow, items [
 		}
 	}
 	b.WriteString("\nYou get this because a call waits for you. Choose how you are told at " + s.base + "/settings/notifications\n")
-	if s.mailer == nil {
-		_, err := s.q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: to.WorkspaceID, Kind: "email", Recipient: to.UserEmail,
-			Subject: pgtypeText(subject), Body: b.String()})
-		return err
-	}
-	return s.mailer.Send(ctx, to.UserEmail, subject, b.String())
+	return s.sendMail(ctx, to, subject, b.String())
 }
 
 // Payload is a webhook's body.
@@ -207,20 +222,26 @@ type Payload struct {
 	} `json:"data"`
 }
 
-// PayloadType is every notification webhook's type.
-const PayloadType = "gatehouse.decision.requested"
+// Webhook payload types: a decision that waits for the person, an
+// irreversible call that ran or failed, a caller leaving out rationales in
+// warn mode.
+const (
+	PayloadType          = "gatehouse.decision.requested"
+	PayloadTypeAlert     = "gatehouse.call.irreversible"
+	PayloadTypeRationale = "gatehouse.rationale.missing"
+)
 
 // post sends items to the person's webhook, signed as Standard Webhooks
 // sign (webhook-id, webhook-timestamp, webhook-signature) with their
 // secret; any answer but 2xx is a failure. The URL's host must be on the
 // workspace's webhook allowlist when it is sent, not only when it was set.
-func (s *Service) post(ctx context.Context, to db.ClaimNotificationsRow, items []item) error {
+func (s *Service) post(ctx context.Context, to db.ClaimNotificationsRow, typ string, items []item) error {
 	if err := policy.Check([]policy.Constraint{{Kind: policy.ConstraintDomainAllowlist, Values: allowlistOrNothing(to.WebhookAllowlist)}},
 		policy.Facts{URLs: []string{to.WebhookUrl}}); err != nil {
 		return fmt.Errorf("the webhook's host is not on the workspace's webhook allowlist")
 	}
 	var p Payload
-	p.Type, p.Timestamp, p.Data.Calls = PayloadType, s.now().UTC(), items
+	p.Type, p.Timestamp, p.Data.Calls = typ, s.now().UTC(), items
 	body, err := json.Marshal(p)
 	if err != nil {
 		return err
@@ -317,3 +338,111 @@ func (s *Service) finish(_ context.Context, r db.ClaimNotificationsRow, err erro
 }
 
 func pgtypeText(s string) pgtype.Text { return pgtype.Text{String: s, Valid: true} }
+
+// isAlert says whether a notification kind is an alert to admins rather
+// than a decision that waits for the person.
+func isAlert(kind string) bool { return kind == "alert" || kind == "rationale" }
+
+// deliverAlerts sends one admin's due alerts on one channel, an alert kind
+// at a time: at once, quiet hours or not (a page), without links that
+// decide anything (nothing waits).
+func (s *Service) deliverAlerts(ctx context.Context, rows []db.ClaimNotificationsRow) {
+	for _, kind := range []string{"alert", "rationale"} {
+		var items []item
+		for _, r := range rows {
+			if r.Kind == kind {
+				items = append(items, s.alertItem(r))
+			}
+		}
+		if len(items) == 0 {
+			continue
+		}
+		first := items[0].row
+		var err error
+		switch first.Channel {
+		case "email":
+			err = s.alertMail(ctx, first, kind, items)
+		case "webhook":
+			typ := PayloadTypeAlert
+			if kind == "rationale" {
+				typ = PayloadTypeRationale
+			}
+			err = s.post(ctx, first, typ, items)
+		}
+		for _, it := range items {
+			if err != nil {
+				s.retry(ctx, it.row, err)
+			} else {
+				s.record(ctx, it.row, "sent", "", nil)
+			}
+		}
+	}
+}
+
+// alertItem is what an alert says of one call.
+func (s *Service) alertItem(r db.ClaimNotificationsRow) item {
+	it := item{row: r, Kind: r.Kind, Proposal: r.ProposalID.String(), Tool: r.Tool, Summary: r.Summary, Risk: r.Risk.String,
+		Class: r.ActionClass.String, Rationale: r.Rationale, Status: r.ProposalStatus, Error: r.Error.String, Token: r.TokenName,
+		OpenURL: s.base + "/audit?object=" + r.ProposalID.String()}
+	if it.Summary == "" {
+		it.Summary = "Call " + r.Tool
+	}
+	return it
+}
+
+// alertMail tells an admin of irreversible calls that ran or failed, or
+// of a caller leaving out rationales. Like every message, it never carries
+// the calls' arguments.
+func (s *Service) alertMail(ctx context.Context, to db.ClaimNotificationsRow, kind string, items []item) error {
+	var subject string
+	var b strings.Builder
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString("\n----\n\n")
+		}
+		who := "a person"
+		if it.Token != "" {
+			who = "the agent token " + it.Token
+		}
+		switch {
+		case kind == "rationale":
+			subject = "Gatehouse: " + who + " calls tools without a rationale"
+			fmt.Fprintf(&b, "In rationale warn mode, %s called %s without the rationale strict mode requires; the call was accepted with a warning. "+
+				"This is the first such call from it today (one alert per caller and day).\n", who, it.Tool)
+		case it.Status == proposals.StatusFailed:
+			subject = "Gatehouse: an irreversible call failed: " + it.Summary
+			fmt.Fprintf(&b, "An irreversible call failed.\n\n%s\nTool: %s\nError: %s\n", it.Summary, it.Tool, it.Error)
+		default:
+			subject = "Gatehouse: an irreversible call ran: " + it.Summary
+			fmt.Fprintf(&b, "An irreversible call ran; it cannot be undone by any tool.\n\n%s\nTool: %s\n", it.Summary, it.Tool)
+		}
+		if kind != "rationale" {
+			fmt.Fprintf(&b, "Proposed by: %s\n", who)
+			if it.Class != "" {
+				fmt.Fprintf(&b, "Action class: %s\n", it.Class)
+			}
+			fmt.Fprintf(&b, "The agent's rationale: %s\n", it.Rationale)
+		}
+		fmt.Fprintf(&b, "Its history: %s\n", it.OpenURL)
+	}
+	if len(items) > 1 {
+		subject = fmt.Sprintf("Gatehouse: %d alerts", len(items))
+	}
+	why := "irreversible calls alert on every execution and failure"
+	if kind == "rationale" {
+		why = "callers that leave out rationales in warn mode alert once a day each"
+	}
+	b.WriteString("\nYou get this as an admin of the workspace: " + why + ". Choose how you are told at " + s.base + "/settings/notifications\n")
+	return s.sendMail(ctx, to, subject, b.String())
+}
+
+// sendMail mails the person by SMTP, or holds the message in the
+// workspace outbox without a mail server.
+func (s *Service) sendMail(ctx context.Context, to db.ClaimNotificationsRow, subject, body string) error {
+	if s.mailer == nil {
+		_, err := s.q.InsertOutbox(ctx, db.InsertOutboxParams{WorkspaceID: to.WorkspaceID, Kind: "email", Recipient: to.UserEmail,
+			Subject: pgtypeText(subject), Body: body})
+		return err
+	}
+	return s.mailer.Send(ctx, to.UserEmail, subject, body)
+}

@@ -201,6 +201,7 @@ func (s *Service) autoRecord(p auth.Principal, id uuid.UUID, params db.InsertPro
 	if dry {
 		finished["dry_run"] = true
 	}
+	markIrreversible(finished, tool, dry)
 	createdJSON, err := json.Marshal(created)
 	if err != nil {
 		return db.RecordAutoCallParams{}, db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)

@@ -399,6 +399,7 @@ func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, c
 	if dryRun {
 		data["dry_run"] = true
 	}
+	markIrreversible(data, tool, dryRun)
 	row, err := q.FinishProposal(ctx, db.FinishProposalParams{ID: claimed.ID, WorkspaceID: claimed.WorkspaceID, Status: status, Result: result,
 		Error: pgtype.Text{String: failure, Valid: failure != ""}, DryRun: dryRun})
 	if err != nil {
@@ -411,6 +412,16 @@ func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, c
 		return db.Proposal{}, err
 	}
 	return row, nil
+}
+
+// markIrreversible marks the finishing audit row of an irreversible call
+// that ran (or failed trying) with its authority: the notifications fold
+// alerts the workspace's admins on every one (migration 50). A dry run
+// ran nothing.
+func markIrreversible(data map[string]any, tool *tools.Tool, dryRun bool) {
+	if tool != nil && tool.Contract.Authority == policy.AuthorityIrreversible && !dryRun {
+		data["authority"] = string(policy.AuthorityIrreversible)
+	}
 }
 
 // allConstraints are the constraints a call runs under: the declared and
