@@ -13,41 +13,40 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
-	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/telemetry"
 )
 
 type proposalJSON struct {
-	ProposalID       string           `json:"proposal_id"`
-	ConversationID   string           `json:"conversation_id,omitempty"`
-	NotebookID       string           `json:"notebook_id,omitempty"`
-	Tool             string           `json:"tool"`
-	Effect           string           `json:"effect"`
-	Arguments        json.RawMessage  `json:"arguments"`
-	AppliedArguments json.RawMessage  `json:"applied_arguments,omitempty"`
-	Rationale        string           `json:"rationale"`
-	Status           string           `json:"status"`
-	Disposition      string           `json:"disposition"`
-	PermissionMode   string           `json:"permission_mode,omitempty"`
-	TrustLevel       string           `json:"trust_level,omitempty"`
-	Result           json.RawMessage  `json:"result,omitempty"`
-	Error            string           `json:"error,omitempty"`
-	RejectionReason  string           `json:"rejection_reason,omitempty"`
-	ApplyPath        string           `json:"apply_path,omitempty"`
-	ConfirmURL       string           `json:"confirm_url,omitempty"`
-	Authority        string           `json:"authority,omitempty"`
-	Risk             string           `json:"risk,omitempty"`
-	ActionClass      string           `json:"action_class,omitempty"`
-	Decision         *policy.Decision `json:"decision,omitempty"`
-	EffectDecision   *policy.Decision `json:"effect_decision,omitempty"`
-	DryRun           bool             `json:"dry_run,omitempty"`
-	RequiresApproval bool             `json:"requires_human_approval,omitempty"`
-	ApprovalID       string           `json:"approval_id,omitempty"`
-	ApprovalURL      string           `json:"approval_url,omitempty"`
-	ApproverRole     string           `json:"approver_role,omitempty"`
-	Summary          string           `json:"summary,omitempty"`
-	ApprovalsNeeded  int              `json:"approvals_needed,omitempty"`
+	ProposalID       string          `json:"proposal_id"`
+	ConversationID   string          `json:"conversation_id,omitempty"`
+	NotebookID       string          `json:"notebook_id,omitempty"`
+	Tool             string          `json:"tool"`
+	Effect           string          `json:"effect"`
+	Arguments        json.RawMessage `json:"arguments"`
+	AppliedArguments json.RawMessage `json:"applied_arguments,omitempty"`
+	Rationale        string          `json:"rationale"`
+	Status           string          `json:"status"`
+	Disposition      string          `json:"disposition"`
+	PermissionMode   string          `json:"permission_mode,omitempty"`
+	TrustLevel       string          `json:"trust_level,omitempty"`
+	Result           json.RawMessage `json:"result,omitempty"`
+	Error            string          `json:"error,omitempty"`
+	RejectionReason  string          `json:"rejection_reason,omitempty"`
+	ApplyPath        string          `json:"apply_path,omitempty"`
+	ConfirmURL       string          `json:"confirm_url,omitempty"`
+	Authority        string          `json:"authority,omitempty"`
+	Risk             string          `json:"risk,omitempty"`
+	ActionClass      string          `json:"action_class,omitempty"`
+	Decision         *decisionJSON   `json:"decision,omitempty"`
+	EffectDecision   *decisionJSON   `json:"effect_decision,omitempty"`
+	DryRun           bool            `json:"dry_run,omitempty"`
+	RequiresApproval bool            `json:"requires_human_approval,omitempty"`
+	ApprovalID       string          `json:"approval_id,omitempty"`
+	ApprovalURL      string          `json:"approval_url,omitempty"`
+	ApproverRole     string          `json:"approver_role,omitempty"`
+	Summary          string          `json:"summary,omitempty"`
+	ApprovalsNeeded  int             `json:"approvals_needed,omitempty"`
 	// EscalatedTo is the role a waiting packet was escalated to, and when.
 	EscalatedTo string `json:"escalated_to,omitempty"`
 	EscalatedAt string `json:"escalated_at,omitempty"`
@@ -67,7 +66,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 		Disposition: p.Disposition, PermissionMode: string(p.PermissionMode), TrustLevel: string(p.TrustLevel),
 		Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
 		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
-		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: p.Decision, EffectDecision: p.EffectDecision, DryRun: p.DryRun,
+		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: toDecisionJSON(p.Decision), EffectDecision: toDecisionJSON(p.EffectDecision), DryRun: p.DryRun,
 		RequiresApproval: p.Status == proposals.StatusPendingApproval, ConfirmIgnored: p.ConfirmIgnored,
 	}
 	switch p.Scope.Kind {
@@ -296,7 +295,7 @@ func (s *Server) apiDecide(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, toDecisionJSON(&d))
 }
 
 // apiGetProposal handles "GET /api/v1/proposals/:id".

@@ -652,7 +652,7 @@ func (s *Server) approveApproval(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	constraints, err := approvalConstraints(c)
+	constraints, err := s.approvalConstraintsOrTGP(c, id)
 	if err != nil {
 		if jsonCaller(c) || apperr.Code(err) == apperr.EUNSUPPORTED {
 			return err
@@ -711,15 +711,18 @@ func (s *Server) resolved(c echo.Context, id uuid.UUID, action string, a proposa
 		if err != nil {
 			return err
 		}
+		// The status says what this request did: 202 when its vote was
+		// recorded and more approvers are needed (a witness, a quorum),
+		// even if another approver's vote resolved the packet since.
+		status := http.StatusOK
+		if a.Status == proposals.ApprovalPending {
+			status = http.StatusAccepted
+		}
 		full, gerr := s.props.Approval(c.Request().Context(), principal(c), id)
 		if gerr != nil {
 			return gerr
 		}
 		a = full
-		status := http.StatusOK
-		if a.Status == proposals.ApprovalPending {
-			status = http.StatusAccepted // more approvers are still needed (a witness, a quorum)
-		}
 		return c.JSON(status, map[string]any{"approval": toApprovalJSON(a), "proposal": toProposalJSON(p)})
 	}
 	if err != nil {

@@ -46,6 +46,7 @@ func (s *Server) routes() *echo.Echo {
 
 	// REST API: bearer tokens, requests validated against openapi.yaml.
 	e.GET("/api/v1/openapi.yaml", s.openAPIDocument)
+	e.GET("/schemas/:name", s.jsonSchema) // the Trust Graduation Protocol's JSON Schemas, each at its $id (tgp.go)
 	api := e.Group("/api/v1", s.requireToken, s.validateAPIRequest)
 	api.GET("/me", s.apiMe)
 	api.GET("/tools", s.apiListTools)

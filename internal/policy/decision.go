@@ -338,6 +338,11 @@ type Decision struct {
 	Disposition string    `json:"disposition"`
 	Layers      []Verdict `json:"layers"`
 	Constraints []string  `json:"constraints"`
+	// Bounds are the constraints named in Constraints with their values
+	// (the allowlist, the amount, the window), when the caller that took
+	// the decision recorded them (Decide does not: it sees only names).
+	// The protocol's shape (TGPOf) reads them.
+	Bounds []Constraint `json:"bounds,omitempty"`
 	// ActionClass is the class the call was decided as (computed from the
 	// arguments it was decided on).
 	ActionClass string `json:"action_class,omitempty"`

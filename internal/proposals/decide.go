@@ -110,6 +110,7 @@ func (s *Service) decideOn(rc decisionRows, p auth.Principal, scope Scope, tool 
 	if dec.Grant != nil {
 		constraints = append(constraints, grantBounds(rc.grants, dec.Grant.ID)...)
 	}
+	dec.Bounds = constraints // their values, for the protocol's shape (policy.TGPOf)
 	return decision{Decision: dec, scope: rc.scope, class: class, ws: ws, constraints: constraints,
 		rationaleMin: rc.rationaleMin, rationaleWarnUntil: rc.rationaleWarnUntil, call: call}, nil
 }

@@ -116,6 +116,48 @@ func (e ApprovalFatigueToolsSuggestion) Valid() bool {
 	}
 }
 
+// Defines values for ConstraintBoundKind.
+const (
+	ConstraintBoundKindDomainAllowlist    ConstraintBoundKind = "domain_allowlist"
+	ConstraintBoundKindDryRunOnly         ConstraintBoundKind = "dry_run_only"
+	ConstraintBoundKindExpiresAt          ConstraintBoundKind = "expires_at"
+	ConstraintBoundKindInternalOnly       ConstraintBoundKind = "internal_only"
+	ConstraintBoundKindMaxAmount          ConstraintBoundKind = "max_amount"
+	ConstraintBoundKindRateLimit          ConstraintBoundKind = "rate_limit"
+	ConstraintBoundKindRecipientAllowlist ConstraintBoundKind = "recipient_allowlist"
+	ConstraintBoundKindRedactionRules     ConstraintBoundKind = "redaction_rules"
+	ConstraintBoundKindRequiresWitness    ConstraintBoundKind = "requires_witness"
+	ConstraintBoundKindStagingOnly        ConstraintBoundKind = "staging_only"
+)
+
+// Valid indicates whether the value is a known member of the ConstraintBoundKind enum.
+func (e ConstraintBoundKind) Valid() bool {
+	switch e {
+	case ConstraintBoundKindDomainAllowlist:
+		return true
+	case ConstraintBoundKindDryRunOnly:
+		return true
+	case ConstraintBoundKindExpiresAt:
+		return true
+	case ConstraintBoundKindInternalOnly:
+		return true
+	case ConstraintBoundKindMaxAmount:
+		return true
+	case ConstraintBoundKindRateLimit:
+		return true
+	case ConstraintBoundKindRecipientAllowlist:
+		return true
+	case ConstraintBoundKindRedactionRules:
+		return true
+	case ConstraintBoundKindRequiresWitness:
+		return true
+	case ConstraintBoundKindStagingOnly:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ContractAuthority.
 const (
 	ContractAuthorityIrreversible       ContractAuthority = "irreversible"
@@ -833,6 +875,96 @@ func (e ReceiptVerificationRunStatus) Valid() bool {
 	}
 }
 
+// Defines values for TGPConstraintsDomainAllowlist1.
+const (
+	TGPConstraintsDomainAllowlist1True TGPConstraintsDomainAllowlist1 = true
+)
+
+// Valid indicates whether the value is a known member of the TGPConstraintsDomainAllowlist1 enum.
+func (e TGPConstraintsDomainAllowlist1) Valid() bool {
+	switch e {
+	case TGPConstraintsDomainAllowlist1True:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TGPConstraintsExpiresAt1.
+const (
+	TGPConstraintsExpiresAt1True TGPConstraintsExpiresAt1 = true
+)
+
+// Valid indicates whether the value is a known member of the TGPConstraintsExpiresAt1 enum.
+func (e TGPConstraintsExpiresAt1) Valid() bool {
+	switch e {
+	case TGPConstraintsExpiresAt1True:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TGPConstraintsMaxAmount1.
+const (
+	TGPConstraintsMaxAmount1True TGPConstraintsMaxAmount1 = true
+)
+
+// Valid indicates whether the value is a known member of the TGPConstraintsMaxAmount1 enum.
+func (e TGPConstraintsMaxAmount1) Valid() bool {
+	switch e {
+	case TGPConstraintsMaxAmount1True:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TGPConstraintsRateLimit2.
+const (
+	TGPConstraintsRateLimit2True TGPConstraintsRateLimit2 = true
+)
+
+// Valid indicates whether the value is a known member of the TGPConstraintsRateLimit2 enum.
+func (e TGPConstraintsRateLimit2) Valid() bool {
+	switch e {
+	case TGPConstraintsRateLimit2True:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TGPConstraintsRecipientAllowlist1.
+const (
+	TGPConstraintsRecipientAllowlist1True TGPConstraintsRecipientAllowlist1 = true
+)
+
+// Valid indicates whether the value is a known member of the TGPConstraintsRecipientAllowlist1 enum.
+func (e TGPConstraintsRecipientAllowlist1) Valid() bool {
+	switch e {
+	case TGPConstraintsRecipientAllowlist1True:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TGPConstraintsRedactionRules1.
+const (
+	TGPConstraintsRedactionRules1True TGPConstraintsRedactionRules1 = true
+)
+
+// Valid indicates whether the value is a known member of the TGPConstraintsRedactionRules1 enum.
+func (e TGPConstraintsRedactionRules1) Valid() bool {
+	switch e {
+	case TGPConstraintsRedactionRules1True:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ToolEffect.
 const (
 	ToolEffectDestructive ToolEffect = "destructive"
@@ -956,42 +1088,18 @@ func (e ListApprovalsParamsRisk) Valid() bool {
 	}
 }
 
-// Defines values for ApproveApprovalJSONBodyConstraintsKind.
+// Defines values for ApproveApprovalJSONBodyStatus.
 const (
-	ApproveApprovalJSONBodyConstraintsKindDomainAllowlist    ApproveApprovalJSONBodyConstraintsKind = "domain_allowlist"
-	ApproveApprovalJSONBodyConstraintsKindDryRunOnly         ApproveApprovalJSONBodyConstraintsKind = "dry_run_only"
-	ApproveApprovalJSONBodyConstraintsKindExpiresAt          ApproveApprovalJSONBodyConstraintsKind = "expires_at"
-	ApproveApprovalJSONBodyConstraintsKindInternalOnly       ApproveApprovalJSONBodyConstraintsKind = "internal_only"
-	ApproveApprovalJSONBodyConstraintsKindMaxAmount          ApproveApprovalJSONBodyConstraintsKind = "max_amount"
-	ApproveApprovalJSONBodyConstraintsKindRateLimit          ApproveApprovalJSONBodyConstraintsKind = "rate_limit"
-	ApproveApprovalJSONBodyConstraintsKindRecipientAllowlist ApproveApprovalJSONBodyConstraintsKind = "recipient_allowlist"
-	ApproveApprovalJSONBodyConstraintsKindRedactionRules     ApproveApprovalJSONBodyConstraintsKind = "redaction_rules"
-	ApproveApprovalJSONBodyConstraintsKindRequiresWitness    ApproveApprovalJSONBodyConstraintsKind = "requires_witness"
-	ApproveApprovalJSONBodyConstraintsKindStagingOnly        ApproveApprovalJSONBodyConstraintsKind = "staging_only"
+	ApproveApprovalJSONBodyStatusAllowed                ApproveApprovalJSONBodyStatus = "allowed"
+	ApproveApprovalJSONBodyStatusAllowedWithConstraints ApproveApprovalJSONBodyStatus = "allowed_with_constraints"
 )
 
-// Valid indicates whether the value is a known member of the ApproveApprovalJSONBodyConstraintsKind enum.
-func (e ApproveApprovalJSONBodyConstraintsKind) Valid() bool {
+// Valid indicates whether the value is a known member of the ApproveApprovalJSONBodyStatus enum.
+func (e ApproveApprovalJSONBodyStatus) Valid() bool {
 	switch e {
-	case ApproveApprovalJSONBodyConstraintsKindDomainAllowlist:
+	case ApproveApprovalJSONBodyStatusAllowed:
 		return true
-	case ApproveApprovalJSONBodyConstraintsKindDryRunOnly:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindExpiresAt:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindInternalOnly:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindMaxAmount:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindRateLimit:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindRecipientAllowlist:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindRedactionRules:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindRequiresWitness:
-		return true
-	case ApproveApprovalJSONBodyConstraintsKindStagingOnly:
+	case ApproveApprovalJSONBodyStatusAllowedWithConstraints:
 		return true
 	default:
 		return false
@@ -1358,6 +1466,21 @@ type ApprovalFatigue struct {
 // ApprovalFatigueToolsSuggestion defines model for ApprovalFatigue.Tools.Suggestion.
 type ApprovalFatigueToolsSuggestion string
 
+// ConstraintBound defines model for ConstraintBound.
+type ConstraintBound struct {
+	Amount *float32            `json:"amount,omitempty"`
+	At     *time.Time          `json:"at,omitempty"`
+	Kind   ConstraintBoundKind `json:"kind"`
+	Limit  *int                `json:"limit,omitempty"`
+	Values *[]string           `json:"values,omitempty"`
+
+	// Window rate_limit's window, in nanoseconds.
+	Window *int `json:"window,omitempty"`
+}
+
+// ConstraintBoundKind defines model for ConstraintBound.Kind.
+type ConstraintBoundKind string
+
 // Contract What the tool promises and what the gateway enforces for it.
 type Contract struct {
 	// ActionClass Static class; absent when computed from the arguments (see action_classes).
@@ -1410,8 +1533,11 @@ type ConversationPermissionMode string
 // Decision defines model for Decision.
 type Decision struct {
 	// ActionClass The action class the call was decided as, computed from the arguments decided on.
-	ActionClass *string   `json:"action_class,omitempty"`
-	Constraints *[]string `json:"constraints,omitempty"`
+	ActionClass *string `json:"action_class,omitempty"`
+
+	// Bounds The constraints named in constraints with their values, when the decision recorded them (Gatehouse's constraint shape: window in nanoseconds).
+	Bounds      *[]ConstraintBound `json:"bounds,omitempty"`
+	Constraints *[]string          `json:"constraints,omitempty"`
 
 	// Disposition What happens to the call: auto-run, auto-apply, propose (conversation); auto, confirm (notebook); defer, human_only, blocked; grant when a grant allowed it instead of a person.
 	Disposition string `json:"disposition"`
@@ -1438,6 +1564,16 @@ type Decision struct {
 
 	// State Least to most strict; the final state is the strictest layer's.
 	State DecisionState `json:"state"`
+
+	// Tgp The decision in the Trust Graduation Protocol's shape (v0.1 §3; docs/tgp.md;
+	// /schemas/decision.schema.json): status is the decision's state; constraints are
+	// keyed by kind, a rate_limit window is an ISO 8601 duration (PT1H) and expires_at
+	// an RFC 3339 date-time. Several bounds of one kind are written as one that allows
+	// exactly what all allow (the smallest amount, the earliest expiry, the allowlists'
+	// intersection); several rate_limit windows as an array. A kind written as true
+	// applies and is checked at execution, but its bound was not recorded with the
+	// decision.
+	Tgp *TGPDecision `json:"tgp,omitempty"`
 }
 
 // DecisionLayersLayer defines model for Decision.Layers.Layer.
@@ -1916,6 +2052,110 @@ type ReceiptVerificationRun struct {
 // ReceiptVerificationRunStatus defines model for ReceiptVerificationRun.Status.
 type ReceiptVerificationRunStatus string
 
+// TGPConstraints defines model for TGPConstraints.
+type TGPConstraints struct {
+	DomainAllowlist    *TGPConstraints_DomainAllowlist    `json:"domain_allowlist,omitempty"`
+	DryRunOnly         *bool                              `json:"dry_run_only,omitempty"`
+	ExpiresAt          *TGPConstraints_ExpiresAt          `json:"expires_at,omitempty"`
+	InternalOnly       *bool                              `json:"internal_only,omitempty"`
+	MaxAmount          *TGPConstraints_MaxAmount          `json:"max_amount,omitempty"`
+	RateLimit          *TGPConstraints_RateLimit          `json:"rate_limit,omitempty"`
+	RecipientAllowlist *TGPConstraints_RecipientAllowlist `json:"recipient_allowlist,omitempty"`
+	RedactionRules     *TGPConstraints_RedactionRules     `json:"redaction_rules,omitempty"`
+	RequiresWitness    *bool                              `json:"requires_witness,omitempty"`
+	StagingOnly        *bool                              `json:"staging_only,omitempty"`
+}
+
+// TGPConstraintsDomainAllowlist0 defines model for TGPConstraints.DomainAllowlist.0.
+type TGPConstraintsDomainAllowlist0 = []string
+
+// TGPConstraintsDomainAllowlist1 defines model for TGPConstraints.DomainAllowlist.1.
+type TGPConstraintsDomainAllowlist1 bool
+
+// TGPConstraints_DomainAllowlist defines model for TGPConstraints.DomainAllowlist.
+type TGPConstraints_DomainAllowlist struct {
+	union json.RawMessage
+}
+
+// TGPConstraintsExpiresAt0 defines model for TGPConstraints.ExpiresAt.0.
+type TGPConstraintsExpiresAt0 = time.Time
+
+// TGPConstraintsExpiresAt1 defines model for TGPConstraints.ExpiresAt.1.
+type TGPConstraintsExpiresAt1 bool
+
+// TGPConstraints_ExpiresAt defines model for TGPConstraints.ExpiresAt.
+type TGPConstraints_ExpiresAt struct {
+	union json.RawMessage
+}
+
+// TGPConstraintsMaxAmount0 defines model for TGPConstraints.MaxAmount.0.
+type TGPConstraintsMaxAmount0 = float32
+
+// TGPConstraintsMaxAmount1 defines model for TGPConstraints.MaxAmount.1.
+type TGPConstraintsMaxAmount1 bool
+
+// TGPConstraints_MaxAmount defines model for TGPConstraints.MaxAmount.
+type TGPConstraints_MaxAmount struct {
+	union json.RawMessage
+}
+
+// TGPConstraintsRateLimit1 defines model for TGPConstraints.RateLimit.1.
+type TGPConstraintsRateLimit1 = []TGPRateLimit
+
+// TGPConstraintsRateLimit2 defines model for TGPConstraints.RateLimit.2.
+type TGPConstraintsRateLimit2 bool
+
+// TGPConstraints_RateLimit defines model for TGPConstraints.RateLimit.
+type TGPConstraints_RateLimit struct {
+	union json.RawMessage
+}
+
+// TGPConstraintsRecipientAllowlist0 defines model for TGPConstraints.RecipientAllowlist.0.
+type TGPConstraintsRecipientAllowlist0 = []string
+
+// TGPConstraintsRecipientAllowlist1 defines model for TGPConstraints.RecipientAllowlist.1.
+type TGPConstraintsRecipientAllowlist1 bool
+
+// TGPConstraints_RecipientAllowlist defines model for TGPConstraints.RecipientAllowlist.
+type TGPConstraints_RecipientAllowlist struct {
+	union json.RawMessage
+}
+
+// TGPConstraintsRedactionRules0 defines model for TGPConstraints.RedactionRules.0.
+type TGPConstraintsRedactionRules0 = []string
+
+// TGPConstraintsRedactionRules1 defines model for TGPConstraints.RedactionRules.1.
+type TGPConstraintsRedactionRules1 bool
+
+// TGPConstraints_RedactionRules defines model for TGPConstraints.RedactionRules.
+type TGPConstraints_RedactionRules struct {
+	union json.RawMessage
+}
+
+// TGPDecision The decision in the Trust Graduation Protocol's shape (v0.1 §3; docs/tgp.md;
+// /schemas/decision.schema.json): status is the decision's state; constraints are
+// keyed by kind, a rate_limit window is an ISO 8601 duration (PT1H) and expires_at
+// an RFC 3339 date-time. Several bounds of one kind are written as one that allows
+// exactly what all allow (the smallest amount, the earliest expiry, the allowlists'
+// intersection); several rate_limit windows as an array. A kind written as true
+// applies and is checked at execution, but its bound was not recorded with the
+// decision.
+type TGPDecision struct {
+	ActionClass *string        `json:"action_class,omitempty"`
+	Constraints TGPConstraints `json:"constraints"`
+
+	// Status Least to most strict; the final state is the strictest layer's.
+	Status DecisionState `json:"status"`
+}
+
+// TGPRateLimit defines model for TGPRateLimit.
+type TGPRateLimit struct {
+	Count int `json:"count"`
+
+	// Window An ISO 8601 duration: PT1H, PT30M, P1D.
+	Window string `json:"window"`
+}
+
 // Tool defines model for Tool.
 type Tool struct {
 	// CheatsheetUrl Where the tool's cheatsheet is (markdown), when it has one.
@@ -2038,16 +2278,12 @@ type ListApprovalsParamsRisk string
 
 // ApproveApprovalJSONBody defines parameters for ApproveApproval.
 type ApproveApprovalJSONBody struct {
-	Constraints *[]struct {
-		Amount *float32                               `json:"amount,omitempty"`
-		At     *time.Time                             `json:"at,omitempty"`
-		Kind   ApproveApprovalJSONBodyConstraintsKind `json:"kind"`
-		Limit  *int                                   `json:"limit,omitempty"`
-		Values *[]string                              `json:"values,omitempty"`
+	// ActionClass The protocol's shape: must be the packet's call's action class (422 otherwise).
+	ActionClass *string                              `json:"action_class,omitempty"`
+	Constraints *ApproveApprovalJSONBody_Constraints `json:"constraints,omitempty"`
 
-		// Window rate_limit's window, in nanoseconds.
-		Window *int `json:"window,omitempty"`
-	} `json:"constraints,omitempty"`
+	// Status The protocol's shape: the approver's decision.
+	Status *ApproveApprovalJSONBodyStatus `json:"status,omitempty"`
 }
 
 // ApproveApprovalFormdataBody defines parameters for ApproveApproval.
@@ -2089,8 +2325,16 @@ type ApproveApprovalFormdataBody struct {
 	StagingOnly     *string `form:"staging_only,omitempty" json:"staging_only,omitempty"`
 }
 
-// ApproveApprovalJSONBodyConstraintsKind defines parameters for ApproveApproval.
-type ApproveApprovalJSONBodyConstraintsKind string
+// ApproveApprovalJSONBodyConstraints0 defines parameters for ApproveApproval.
+type ApproveApprovalJSONBodyConstraints0 = []ConstraintBound
+
+// ApproveApprovalJSONBody_Constraints defines parameters for ApproveApproval.
+type ApproveApprovalJSONBody_Constraints struct {
+	union json.RawMessage
+}
+
+// ApproveApprovalJSONBodyStatus defines parameters for ApproveApproval.
+type ApproveApprovalJSONBodyStatus string
 
 // ApproveApprovalFormdataBodyGrantFor defines parameters for ApproveApproval.
 type ApproveApprovalFormdataBodyGrantFor string
@@ -2692,6 +2936,466 @@ func (a Problem) MarshalJSON() ([]byte, error) {
 	return json.Marshal(object)
 }
 
+// AsTGPConstraintsDomainAllowlist0 returns the union data inside the TGPConstraints_DomainAllowlist as a TGPConstraintsDomainAllowlist0
+func (t TGPConstraints_DomainAllowlist) AsTGPConstraintsDomainAllowlist0() (TGPConstraintsDomainAllowlist0, error) {
+	var body TGPConstraintsDomainAllowlist0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsDomainAllowlist0 overwrites any union data inside the TGPConstraints_DomainAllowlist as the provided TGPConstraintsDomainAllowlist0
+func (t *TGPConstraints_DomainAllowlist) FromTGPConstraintsDomainAllowlist0(v TGPConstraintsDomainAllowlist0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsDomainAllowlist0 performs a merge with any union data inside the TGPConstraints_DomainAllowlist, using the provided TGPConstraintsDomainAllowlist0
+func (t *TGPConstraints_DomainAllowlist) MergeTGPConstraintsDomainAllowlist0(v TGPConstraintsDomainAllowlist0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsDomainAllowlist1 returns the union data inside the TGPConstraints_DomainAllowlist as a TGPConstraintsDomainAllowlist1
+func (t TGPConstraints_DomainAllowlist) AsTGPConstraintsDomainAllowlist1() (TGPConstraintsDomainAllowlist1, error) {
+	var body TGPConstraintsDomainAllowlist1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsDomainAllowlist1 overwrites any union data inside the TGPConstraints_DomainAllowlist as the provided TGPConstraintsDomainAllowlist1
+func (t *TGPConstraints_DomainAllowlist) FromTGPConstraintsDomainAllowlist1(v TGPConstraintsDomainAllowlist1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsDomainAllowlist1 performs a merge with any union data inside the TGPConstraints_DomainAllowlist, using the provided TGPConstraintsDomainAllowlist1
+func (t *TGPConstraints_DomainAllowlist) MergeTGPConstraintsDomainAllowlist1(v TGPConstraintsDomainAllowlist1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TGPConstraints_DomainAllowlist) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TGPConstraints_DomainAllowlist) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsTGPConstraintsExpiresAt0 returns the union data inside the TGPConstraints_ExpiresAt as a TGPConstraintsExpiresAt0
+func (t TGPConstraints_ExpiresAt) AsTGPConstraintsExpiresAt0() (TGPConstraintsExpiresAt0, error) {
+	var body TGPConstraintsExpiresAt0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsExpiresAt0 overwrites any union data inside the TGPConstraints_ExpiresAt as the provided TGPConstraintsExpiresAt0
+func (t *TGPConstraints_ExpiresAt) FromTGPConstraintsExpiresAt0(v TGPConstraintsExpiresAt0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsExpiresAt0 performs a merge with any union data inside the TGPConstraints_ExpiresAt, using the provided TGPConstraintsExpiresAt0
+func (t *TGPConstraints_ExpiresAt) MergeTGPConstraintsExpiresAt0(v TGPConstraintsExpiresAt0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsExpiresAt1 returns the union data inside the TGPConstraints_ExpiresAt as a TGPConstraintsExpiresAt1
+func (t TGPConstraints_ExpiresAt) AsTGPConstraintsExpiresAt1() (TGPConstraintsExpiresAt1, error) {
+	var body TGPConstraintsExpiresAt1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsExpiresAt1 overwrites any union data inside the TGPConstraints_ExpiresAt as the provided TGPConstraintsExpiresAt1
+func (t *TGPConstraints_ExpiresAt) FromTGPConstraintsExpiresAt1(v TGPConstraintsExpiresAt1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsExpiresAt1 performs a merge with any union data inside the TGPConstraints_ExpiresAt, using the provided TGPConstraintsExpiresAt1
+func (t *TGPConstraints_ExpiresAt) MergeTGPConstraintsExpiresAt1(v TGPConstraintsExpiresAt1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TGPConstraints_ExpiresAt) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TGPConstraints_ExpiresAt) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsTGPConstraintsMaxAmount0 returns the union data inside the TGPConstraints_MaxAmount as a TGPConstraintsMaxAmount0
+func (t TGPConstraints_MaxAmount) AsTGPConstraintsMaxAmount0() (TGPConstraintsMaxAmount0, error) {
+	var body TGPConstraintsMaxAmount0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsMaxAmount0 overwrites any union data inside the TGPConstraints_MaxAmount as the provided TGPConstraintsMaxAmount0
+func (t *TGPConstraints_MaxAmount) FromTGPConstraintsMaxAmount0(v TGPConstraintsMaxAmount0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsMaxAmount0 performs a merge with any union data inside the TGPConstraints_MaxAmount, using the provided TGPConstraintsMaxAmount0
+func (t *TGPConstraints_MaxAmount) MergeTGPConstraintsMaxAmount0(v TGPConstraintsMaxAmount0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsMaxAmount1 returns the union data inside the TGPConstraints_MaxAmount as a TGPConstraintsMaxAmount1
+func (t TGPConstraints_MaxAmount) AsTGPConstraintsMaxAmount1() (TGPConstraintsMaxAmount1, error) {
+	var body TGPConstraintsMaxAmount1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsMaxAmount1 overwrites any union data inside the TGPConstraints_MaxAmount as the provided TGPConstraintsMaxAmount1
+func (t *TGPConstraints_MaxAmount) FromTGPConstraintsMaxAmount1(v TGPConstraintsMaxAmount1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsMaxAmount1 performs a merge with any union data inside the TGPConstraints_MaxAmount, using the provided TGPConstraintsMaxAmount1
+func (t *TGPConstraints_MaxAmount) MergeTGPConstraintsMaxAmount1(v TGPConstraintsMaxAmount1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TGPConstraints_MaxAmount) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TGPConstraints_MaxAmount) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsTGPRateLimit returns the union data inside the TGPConstraints_RateLimit as a TGPRateLimit
+func (t TGPConstraints_RateLimit) AsTGPRateLimit() (TGPRateLimit, error) {
+	var body TGPRateLimit
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPRateLimit overwrites any union data inside the TGPConstraints_RateLimit as the provided TGPRateLimit
+func (t *TGPConstraints_RateLimit) FromTGPRateLimit(v TGPRateLimit) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPRateLimit performs a merge with any union data inside the TGPConstraints_RateLimit, using the provided TGPRateLimit
+func (t *TGPConstraints_RateLimit) MergeTGPRateLimit(v TGPRateLimit) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsRateLimit1 returns the union data inside the TGPConstraints_RateLimit as a TGPConstraintsRateLimit1
+func (t TGPConstraints_RateLimit) AsTGPConstraintsRateLimit1() (TGPConstraintsRateLimit1, error) {
+	var body TGPConstraintsRateLimit1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsRateLimit1 overwrites any union data inside the TGPConstraints_RateLimit as the provided TGPConstraintsRateLimit1
+func (t *TGPConstraints_RateLimit) FromTGPConstraintsRateLimit1(v TGPConstraintsRateLimit1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsRateLimit1 performs a merge with any union data inside the TGPConstraints_RateLimit, using the provided TGPConstraintsRateLimit1
+func (t *TGPConstraints_RateLimit) MergeTGPConstraintsRateLimit1(v TGPConstraintsRateLimit1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsRateLimit2 returns the union data inside the TGPConstraints_RateLimit as a TGPConstraintsRateLimit2
+func (t TGPConstraints_RateLimit) AsTGPConstraintsRateLimit2() (TGPConstraintsRateLimit2, error) {
+	var body TGPConstraintsRateLimit2
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsRateLimit2 overwrites any union data inside the TGPConstraints_RateLimit as the provided TGPConstraintsRateLimit2
+func (t *TGPConstraints_RateLimit) FromTGPConstraintsRateLimit2(v TGPConstraintsRateLimit2) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsRateLimit2 performs a merge with any union data inside the TGPConstraints_RateLimit, using the provided TGPConstraintsRateLimit2
+func (t *TGPConstraints_RateLimit) MergeTGPConstraintsRateLimit2(v TGPConstraintsRateLimit2) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TGPConstraints_RateLimit) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TGPConstraints_RateLimit) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsTGPConstraintsRecipientAllowlist0 returns the union data inside the TGPConstraints_RecipientAllowlist as a TGPConstraintsRecipientAllowlist0
+func (t TGPConstraints_RecipientAllowlist) AsTGPConstraintsRecipientAllowlist0() (TGPConstraintsRecipientAllowlist0, error) {
+	var body TGPConstraintsRecipientAllowlist0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsRecipientAllowlist0 overwrites any union data inside the TGPConstraints_RecipientAllowlist as the provided TGPConstraintsRecipientAllowlist0
+func (t *TGPConstraints_RecipientAllowlist) FromTGPConstraintsRecipientAllowlist0(v TGPConstraintsRecipientAllowlist0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsRecipientAllowlist0 performs a merge with any union data inside the TGPConstraints_RecipientAllowlist, using the provided TGPConstraintsRecipientAllowlist0
+func (t *TGPConstraints_RecipientAllowlist) MergeTGPConstraintsRecipientAllowlist0(v TGPConstraintsRecipientAllowlist0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsRecipientAllowlist1 returns the union data inside the TGPConstraints_RecipientAllowlist as a TGPConstraintsRecipientAllowlist1
+func (t TGPConstraints_RecipientAllowlist) AsTGPConstraintsRecipientAllowlist1() (TGPConstraintsRecipientAllowlist1, error) {
+	var body TGPConstraintsRecipientAllowlist1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsRecipientAllowlist1 overwrites any union data inside the TGPConstraints_RecipientAllowlist as the provided TGPConstraintsRecipientAllowlist1
+func (t *TGPConstraints_RecipientAllowlist) FromTGPConstraintsRecipientAllowlist1(v TGPConstraintsRecipientAllowlist1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsRecipientAllowlist1 performs a merge with any union data inside the TGPConstraints_RecipientAllowlist, using the provided TGPConstraintsRecipientAllowlist1
+func (t *TGPConstraints_RecipientAllowlist) MergeTGPConstraintsRecipientAllowlist1(v TGPConstraintsRecipientAllowlist1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TGPConstraints_RecipientAllowlist) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TGPConstraints_RecipientAllowlist) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsTGPConstraintsRedactionRules0 returns the union data inside the TGPConstraints_RedactionRules as a TGPConstraintsRedactionRules0
+func (t TGPConstraints_RedactionRules) AsTGPConstraintsRedactionRules0() (TGPConstraintsRedactionRules0, error) {
+	var body TGPConstraintsRedactionRules0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsRedactionRules0 overwrites any union data inside the TGPConstraints_RedactionRules as the provided TGPConstraintsRedactionRules0
+func (t *TGPConstraints_RedactionRules) FromTGPConstraintsRedactionRules0(v TGPConstraintsRedactionRules0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsRedactionRules0 performs a merge with any union data inside the TGPConstraints_RedactionRules, using the provided TGPConstraintsRedactionRules0
+func (t *TGPConstraints_RedactionRules) MergeTGPConstraintsRedactionRules0(v TGPConstraintsRedactionRules0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraintsRedactionRules1 returns the union data inside the TGPConstraints_RedactionRules as a TGPConstraintsRedactionRules1
+func (t TGPConstraints_RedactionRules) AsTGPConstraintsRedactionRules1() (TGPConstraintsRedactionRules1, error) {
+	var body TGPConstraintsRedactionRules1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraintsRedactionRules1 overwrites any union data inside the TGPConstraints_RedactionRules as the provided TGPConstraintsRedactionRules1
+func (t *TGPConstraints_RedactionRules) FromTGPConstraintsRedactionRules1(v TGPConstraintsRedactionRules1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraintsRedactionRules1 performs a merge with any union data inside the TGPConstraints_RedactionRules, using the provided TGPConstraintsRedactionRules1
+func (t *TGPConstraints_RedactionRules) MergeTGPConstraintsRedactionRules1(v TGPConstraintsRedactionRules1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t TGPConstraints_RedactionRules) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *TGPConstraints_RedactionRules) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsApproveApprovalJSONBodyConstraints0 returns the union data inside the ApproveApprovalJSONBody_Constraints as a ApproveApprovalJSONBodyConstraints0
+func (t ApproveApprovalJSONBody_Constraints) AsApproveApprovalJSONBodyConstraints0() (ApproveApprovalJSONBodyConstraints0, error) {
+	var body ApproveApprovalJSONBodyConstraints0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromApproveApprovalJSONBodyConstraints0 overwrites any union data inside the ApproveApprovalJSONBody_Constraints as the provided ApproveApprovalJSONBodyConstraints0
+func (t *ApproveApprovalJSONBody_Constraints) FromApproveApprovalJSONBodyConstraints0(v ApproveApprovalJSONBodyConstraints0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeApproveApprovalJSONBodyConstraints0 performs a merge with any union data inside the ApproveApprovalJSONBody_Constraints, using the provided ApproveApprovalJSONBodyConstraints0
+func (t *ApproveApprovalJSONBody_Constraints) MergeApproveApprovalJSONBodyConstraints0(v ApproveApprovalJSONBodyConstraints0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsTGPConstraints returns the union data inside the ApproveApprovalJSONBody_Constraints as a TGPConstraints
+func (t ApproveApprovalJSONBody_Constraints) AsTGPConstraints() (TGPConstraints, error) {
+	var body TGPConstraints
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromTGPConstraints overwrites any union data inside the ApproveApprovalJSONBody_Constraints as the provided TGPConstraints
+func (t *ApproveApprovalJSONBody_Constraints) FromTGPConstraints(v TGPConstraints) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeTGPConstraints performs a merge with any union data inside the ApproveApprovalJSONBody_Constraints, using the provided TGPConstraints
+func (t *ApproveApprovalJSONBody_Constraints) MergeTGPConstraints(v TGPConstraints) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t ApproveApprovalJSONBody_Constraints) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *ApproveApprovalJSONBody_Constraints) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
 
@@ -2802,6 +3506,11 @@ type ClientInterface interface {
 	// other Content-Type is 415, and an unknown field or a malformed or
 	// unknown constraint is 422 naming it. Nothing runs in either case.
 	//
+	// The JSON body may also be the Trust Graduation Protocol's decision
+	// (docs/tgp.md), as in the protocol's own example: `status`
+	// (allowed or allowed_with_constraints), `action_class` (must be the
+	// packet's call's class) and `constraints` keyed by kind.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -2822,6 +3531,11 @@ type ClientInterface interface {
 	// other Content-Type is 415, and an unknown field or a malformed or
 	// unknown constraint is 422 naming it. Nothing runs in either case.
 	//
+	// The JSON body may also be the Trust Graduation Protocol's decision
+	// (docs/tgp.md), as in the protocol's own example: `status`
+	// (allowed or allowed_with_constraints), `action_class` (must be the
+	// packet's call's class) and `constraints` keyed by kind.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -2841,6 +3555,11 @@ type ClientInterface interface {
 	// approved). Agent tokens get 403. The body is JSON or a form; any
 	// other Content-Type is 415, and an unknown field or a malformed or
 	// unknown constraint is 422 naming it. Nothing runs in either case.
+	//
+	// The JSON body may also be the Trust Graduation Protocol's decision
+	// (docs/tgp.md), as in the protocol's own example: `status`
+	// (allowed or allowed_with_constraints), `action_class` (must be the
+	// packet's call's class) and `constraints` keyed by kind.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type.
 	//
@@ -3083,6 +3802,8 @@ type ClientInterface interface {
 	// on the call as it would be proposed now, and answers the final state
 	// (the strictest layer's) with every layer's verdict and reason. It
 	// runs nothing and writes nothing but an audit row.
+	// The answer also speaks the Trust Graduation Protocol's shape, under
+	// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3095,6 +3816,8 @@ type ClientInterface interface {
 	// on the call as it would be proposed now, and answers the final state
 	// (the strictest layer's) with every layer's verdict and reason. It
 	// runs nothing and writes nothing but an audit row.
+	// The answer also speaks the Trust Graduation Protocol's shape, under
+	// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3563,6 +4286,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/violations/{id}/clear (the `ClearViolation` operationId).
 	ClearViolation(ctx context.Context, id string, body ClearViolationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetJSONSchema A Trust Graduation Protocol JSON Schema (draft 2020-12), at its $id (no token needed)
+	//
+	// The schemas of the protocol's decision (the tgp member of a decision),
+	// approval packet, receipt, evidence and posterior (docs/tgp.md). Each
+	// schema's `$id` is this URL, under GATEHOUSE_PUBLIC_URL when it is set,
+	// else the origin the request reached; the schemas refer to each other
+	// by relative `$ref`. Cacheable for an hour, with an ETag
+	// (If-None-Match answers 304).
+	//
+	// Corresponds with GET /schemas/{name} (the `GetJSONSchema` operationId).
+	GetJSONSchema(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // ListApprovals The approvals queue, a page at a time (approvers and admins; session or user token, Accept application/json)
@@ -3621,6 +4356,11 @@ func (c *Client) GetApproval(ctx context.Context, id string, reqEditors ...Reque
 // other Content-Type is 415, and an unknown field or a malformed or
 // unknown constraint is 422 naming it. Nothing runs in either case.
 //
+// The JSON body may also be the Trust Graduation Protocol's decision
+// (docs/tgp.md), as in the protocol's own example: `status`
+// (allowed or allowed_with_constraints), `action_class` (must be the
+// packet's call's class) and `constraints` keyed by kind.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -3651,6 +4391,11 @@ func (c *Client) ApproveApprovalWithBody(ctx context.Context, id string, content
 // other Content-Type is 415, and an unknown field or a malformed or
 // unknown constraint is 422 naming it. Nothing runs in either case.
 //
+// The JSON body may also be the Trust Graduation Protocol's decision
+// (docs/tgp.md), as in the protocol's own example: `status`
+// (allowed or allowed_with_constraints), `action_class` (must be the
+// packet's call's class) and `constraints` keyed by kind.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -3680,6 +4425,11 @@ func (c *Client) ApproveApproval(ctx context.Context, id string, body ApproveApp
 // approved). Agent tokens get 403. The body is JSON or a form; any
 // other Content-Type is 415, and an unknown field or a malformed or
 // unknown constraint is 422 naming it. Nothing runs in either case.
+//
+// The JSON body may also be the Trust Graduation Protocol's decision
+// (docs/tgp.md), as in the protocol's own example: `status`
+// (allowed or allowed_with_constraints), `action_class` (must be the
+// packet's call's class) and `constraints` keyed by kind.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type.
 //
@@ -4162,6 +4912,8 @@ func (c *Client) StopTurn(ctx context.Context, id string, turnId string, reqEdit
 // on the call as it would be proposed now, and answers the final state
 // (the strictest layer's) with every layer's verdict and reason. It
 // runs nothing and writes nothing but an audit row.
+// The answer also speaks the Trust Graduation Protocol's shape, under
+// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 //
 // Takes any type of body and a specified content type.
 //
@@ -4184,6 +4936,8 @@ func (c *Client) DecideWithBody(ctx context.Context, contentType string, body io
 // on the call as it would be proposed now, and answers the final state
 // (the strictest layer's) with every layer's verdict and reason. It
 // runs nothing and writes nothing but an audit row.
+// The answer also speaks the Trust Graduation Protocol's shape, under
+// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5093,6 +5847,28 @@ func (c *Client) ClearViolationWithBody(ctx context.Context, id string, contentT
 // Corresponds with POST /api/v1/violations/{id}/clear (the `ClearViolation` operationId).
 func (c *Client) ClearViolation(ctx context.Context, id string, body ClearViolationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewClearViolationRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetJSONSchema A Trust Graduation Protocol JSON Schema (draft 2020-12), at its $id (no token needed)
+//
+// The schemas of the protocol's decision (the tgp member of a decision),
+// approval packet, receipt, evidence and posterior (docs/tgp.md). Each
+// schema's `$id` is this URL, under GATEHOUSE_PUBLIC_URL when it is set,
+// else the origin the request reached; the schemas refer to each other
+// by relative `$ref`. Cacheable for an hour, with an ETag
+// (If-None-Match answers 304).
+//
+// Corresponds with GET /schemas/{name} (the `GetJSONSchema` operationId).
+func (c *Client) GetJSONSchema(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJSONSchemaRequest(c.Server, name)
 	if err != nil {
 		return nil, err
 	}
@@ -7548,6 +8324,40 @@ func NewClearViolationRequestWithBody(server string, id string, contentType stri
 	return req, nil
 }
 
+// NewGetJSONSchemaRequest constructs an http.Request for the GetJSONSchema method
+func NewGetJSONSchemaRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/schemas/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -7632,6 +8442,11 @@ type ClientWithResponsesInterface interface {
 	// other Content-Type is 415, and an unknown field or a malformed or
 	// unknown constraint is 422 naming it. Nothing runs in either case.
 	//
+	// The JSON body may also be the Trust Graduation Protocol's decision
+	// (docs/tgp.md), as in the protocol's own example: `status`
+	// (allowed or allowed_with_constraints), `action_class` (must be the
+	// packet's call's class) and `constraints` keyed by kind.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -7652,6 +8467,11 @@ type ClientWithResponsesInterface interface {
 	// other Content-Type is 415, and an unknown field or a malformed or
 	// unknown constraint is 422 naming it. Nothing runs in either case.
 	//
+	// The JSON body may also be the Trust Graduation Protocol's decision
+	// (docs/tgp.md), as in the protocol's own example: `status`
+	// (allowed or allowed_with_constraints), `action_class` (must be the
+	// packet's call's class) and `constraints` keyed by kind.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -7671,6 +8491,11 @@ type ClientWithResponsesInterface interface {
 	// approved). Agent tokens get 403. The body is JSON or a form; any
 	// other Content-Type is 415, and an unknown field or a malformed or
 	// unknown constraint is 422 naming it. Nothing runs in either case.
+	//
+	// The JSON body may also be the Trust Graduation Protocol's decision
+	// (docs/tgp.md), as in the protocol's own example: `status`
+	// (allowed or allowed_with_constraints), `action_class` (must be the
+	// packet's call's class) and `constraints` keyed by kind.
 	//
 	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7933,6 +8758,8 @@ type ClientWithResponsesInterface interface {
 	// on the call as it would be proposed now, and answers the final state
 	// (the strictest layer's) with every layer's verdict and reason. It
 	// runs nothing and writes nothing but an audit row.
+	// The answer also speaks the Trust Graduation Protocol's shape, under
+	// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7945,6 +8772,8 @@ type ClientWithResponsesInterface interface {
 	// on the call as it would be proposed now, and answers the final state
 	// (the strictest layer's) with every layer's verdict and reason. It
 	// runs nothing and writes nothing but an audit row.
+	// The answer also speaks the Trust Graduation Protocol's shape, under
+	// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8449,6 +9278,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/violations/{id}/clear (the `ClearViolation` operationId).
 	ClearViolationWithResponse(ctx context.Context, id string, body ClearViolationJSONRequestBody, reqEditors ...RequestEditorFn) (*ClearViolationResponse, error)
+
+	// GetJSONSchemaWithResponse A Trust Graduation Protocol JSON Schema (draft 2020-12), at its $id (no token needed)
+	//
+	// The schemas of the protocol's decision (the tgp member of a decision),
+	// approval packet, receipt, evidence and posterior (docs/tgp.md). Each
+	// schema's `$id` is this URL, under GATEHOUSE_PUBLIC_URL when it is set,
+	// else the origin the request reached; the schemas refer to each other
+	// by relative `$ref`. Cacheable for an hour, with an ETag
+	// (If-None-Match answers 304).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /schemas/{name} (the `GetJSONSchema` operationId).
+	GetJSONSchemaWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetJSONSchemaResponse, error)
 }
 
 type ListApprovalsResponse struct {
@@ -11157,6 +12000,55 @@ func (r ClearViolationResponse) ContentType() string {
 	return ""
 }
 
+// GetJSONSchemaResponse200Headers the declared response headers of an HTTP 200 response for GetJSONSchema
+type GetJSONSchemaResponse200Headers struct {
+	CacheControl string
+	ETag         string
+}
+
+type GetJSONSchemaResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationschemaJSON200 the response for an HTTP 200 `application/schema+json` response
+	ApplicationschemaJSON200 *map[string]interface{}
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetJSONSchemaResponse200Headers
+}
+
+// GetApplicationschemaJSON200 returns the response for an HTTP 200 `application/schema+json` response
+func (r GetJSONSchemaResponse) GetApplicationschemaJSON200() *map[string]interface{} {
+	return r.ApplicationschemaJSON200
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJSONSchemaResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJSONSchemaResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJSONSchemaResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJSONSchemaResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListApprovalsWithResponse The approvals queue, a page at a time (approvers and admins; session or user token, Accept application/json)
 //
 // The packets the caller may resolve, one page at a time: pending
@@ -11209,6 +12101,11 @@ func (c *ClientWithResponses) GetApprovalWithResponse(ctx context.Context, id st
 // other Content-Type is 415, and an unknown field or a malformed or
 // unknown constraint is 422 naming it. Nothing runs in either case.
 //
+// The JSON body may also be the Trust Graduation Protocol's decision
+// (docs/tgp.md), as in the protocol's own example: `status`
+// (allowed or allowed_with_constraints), `action_class` (must be the
+// packet's call's class) and `constraints` keyed by kind.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -11235,6 +12132,11 @@ func (c *ClientWithResponses) ApproveApprovalWithBodyWithResponse(ctx context.Co
 // other Content-Type is 415, and an unknown field or a malformed or
 // unknown constraint is 422 naming it. Nothing runs in either case.
 //
+// The JSON body may also be the Trust Graduation Protocol's decision
+// (docs/tgp.md), as in the protocol's own example: `status`
+// (allowed or allowed_with_constraints), `action_class` (must be the
+// packet's call's class) and `constraints` keyed by kind.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/approvals/{id}/approve (the `ApproveApproval` operationId).
@@ -11260,6 +12162,11 @@ func (c *ClientWithResponses) ApproveApprovalWithResponse(ctx context.Context, i
 // approved). Agent tokens get 403. The body is JSON or a form; any
 // other Content-Type is 415, and an unknown field or a malformed or
 // unknown constraint is 422 naming it. Nothing runs in either case.
+//
+// The JSON body may also be the Trust Graduation Protocol's decision
+// (docs/tgp.md), as in the protocol's own example: `status`
+// (allowed or allowed_with_constraints), `action_class` (must be the
+// packet's call's class) and `constraints` keyed by kind.
 //
 // Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11666,6 +12573,8 @@ func (c *ClientWithResponses) StopTurnWithResponse(ctx context.Context, id strin
 // on the call as it would be proposed now, and answers the final state
 // (the strictest layer's) with every layer's verdict and reason. It
 // runs nothing and writes nothing but an audit row.
+// The answer also speaks the Trust Graduation Protocol's shape, under
+// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11684,6 +12593,8 @@ func (c *ClientWithResponses) DecideWithBodyWithResponse(ctx context.Context, co
 // on the call as it would be proposed now, and answers the final state
 // (the strictest layer's) with every layer's verdict and reason. It
 // runs nothing and writes nothing but an audit row.
+// The answer also speaks the Trust Graduation Protocol's shape, under
+// `tgp` (docs/tgp.md; schema /schemas/decision.schema.json).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12457,6 +13368,26 @@ func (c *ClientWithResponses) ClearViolationWithResponse(ctx context.Context, id
 		return nil, err
 	}
 	return ParseClearViolationResponse(rsp)
+}
+
+// GetJSONSchemaWithResponse A Trust Graduation Protocol JSON Schema (draft 2020-12), at its $id (no token needed)
+//
+// The schemas of the protocol's decision (the tgp member of a decision),
+// approval packet, receipt, evidence and posterior (docs/tgp.md). Each
+// schema's `$id` is this URL, under GATEHOUSE_PUBLIC_URL when it is set,
+// else the origin the request reached; the schemas refer to each other
+// by relative `$ref`. Cacheable for an hour, with an ETag
+// (If-None-Match answers 304).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /schemas/{name} (the `GetJSONSchema` operationId).
+func (c *ClientWithResponses) GetJSONSchemaWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetJSONSchemaResponse, error) {
+	rsp, err := c.GetJSONSchema(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJSONSchemaResponse(rsp)
 }
 
 // ParseListApprovalsResponse parses an HTTP response from a ListApprovalsWithResponse call
@@ -14330,6 +15261,58 @@ func ParseClearViolationResponse(rsp *http.Response) (*ClearViolationResponse, e
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseGetJSONSchemaResponse parses an HTTP response from a GetJSONSchemaWithResponse call
+func ParseGetJSONSchemaResponse(rsp *http.Response) (*GetJSONSchemaResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJSONSchemaResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationschemaJSON200 = &dest
+
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case rsp.StatusCode == 404:
+		break // No content-type
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetJSONSchemaResponse200Headers
+		if values := rsp.Header.Values("Cache-Control"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Cache-Control", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.CacheControl = value
+		}
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil
