@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const createConversation = `-- name: CreateConversation :one
-INSERT INTO conversations (workspace_id, owner_id, title) VALUES ($1, $2, $3) RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at
+INSERT INTO conversations (workspace_id, owner_id, title) VALUES ($1, $2, $3) RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at, environment
 `
 
 type CreateConversationParams struct {
@@ -33,13 +34,14 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 		&i.PermissionMode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
 
 const createConversationWithID = `-- name: CreateConversationWithID :one
 INSERT INTO conversations (id, workspace_id, owner_id, title) VALUES ($1, $2, $3, $4)
-ON CONFLICT (id) DO NOTHING RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at
+ON CONFLICT (id) DO NOTHING RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at, environment
 `
 
 type CreateConversationWithIDParams struct {
@@ -69,6 +71,7 @@ func (q *Queries) CreateConversationWithID(ctx context.Context, arg CreateConver
 		&i.PermissionMode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
@@ -134,7 +137,7 @@ func (q *Queries) FoldConversationMessages(ctx context.Context, arg FoldConversa
 }
 
 const getConversation = `-- name: GetConversation :one
-SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at, environment FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetConversationParams struct {
@@ -155,12 +158,13 @@ func (q *Queries) GetConversation(ctx context.Context, arg GetConversationParams
 		&i.PermissionMode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
 
 const getConversationForUpdate = `-- name: GetConversationForUpdate :one
-SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
+SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at, environment FROM conversations WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
 `
 
 type GetConversationForUpdateParams struct {
@@ -180,12 +184,13 @@ func (q *Queries) GetConversationForUpdate(ctx context.Context, arg GetConversat
 		&i.PermissionMode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
 
 const listConversationActivity = `-- name: ListConversationActivity :many
-SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, a.active_at AS folded_at
+SELECT c.id, c.workspace_id, c.owner_id, c.title, c.permission_mode, c.created_at, c.updated_at, c.environment, a.active_at AS folded_at
 FROM conversation_activity a
 JOIN conversations c ON c.id = a.conversation_id AND c.workspace_id = $1 AND c.owner_id = $2
 WHERE a.workspace_id = $1 AND a.owner_id = $2
@@ -239,6 +244,7 @@ func (q *Queries) ListConversationActivity(ctx context.Context, arg ListConversa
 			&i.Conversation.PermissionMode,
 			&i.Conversation.CreatedAt,
 			&i.Conversation.UpdatedAt,
+			&i.Conversation.Environment,
 			&i.FoldedAt,
 		); err != nil {
 			return nil, err
@@ -303,7 +309,7 @@ func (q *Queries) ListConversationTail(ctx context.Context, arg ListConversation
 }
 
 const listConversationsByID = `-- name: ListConversationsByID :many
-SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at FROM conversations
+SELECT id, workspace_id, owner_id, title, permission_mode, created_at, updated_at, environment FROM conversations
 WHERE id = ANY($1::uuid[]) AND workspace_id = $2 AND owner_id = $3
 `
 
@@ -331,6 +337,7 @@ func (q *Queries) ListConversationsByID(ctx context.Context, arg ListConversatio
 			&i.PermissionMode,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.Environment,
 		); err != nil {
 			return nil, err
 		}
@@ -355,17 +362,23 @@ func (q *Queries) MessagesHead(ctx context.Context) (int64, error) {
 }
 
 const updateConversation = `-- name: UpdateConversation :one
-UPDATE conversations SET title = $2, permission_mode = $3, updated_at = now() WHERE id = $1 RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at
+UPDATE conversations SET title = $2, permission_mode = $3, environment = $4, updated_at = now() WHERE id = $1 RETURNING id, workspace_id, owner_id, title, permission_mode, created_at, updated_at, environment
 `
 
 type UpdateConversationParams struct {
 	ID             uuid.UUID
 	Title          string
 	PermissionMode string
+	Environment    pgtype.Text
 }
 
 func (q *Queries) UpdateConversation(ctx context.Context, arg UpdateConversationParams) (Conversation, error) {
-	row := q.db.QueryRow(ctx, updateConversation, arg.ID, arg.Title, arg.PermissionMode)
+	row := q.db.QueryRow(ctx, updateConversation,
+		arg.ID,
+		arg.Title,
+		arg.PermissionMode,
+		arg.Environment,
+	)
 	var i Conversation
 	err := row.Scan(
 		&i.ID,
@@ -375,6 +388,7 @@ func (q *Queries) UpdateConversation(ctx context.Context, arg UpdateConversation
 		&i.PermissionMode,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }

@@ -185,6 +185,7 @@ type Conversation struct {
 	PermissionMode string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Environment    pgtype.Text
 }
 
 type ConversationActivity struct {
@@ -345,6 +346,7 @@ type Notebook struct {
 	TrustLevel  string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	Environment pgtype.Text
 }
 
 type Notification struct {

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const createNotebook = `-- name: CreateNotebook :one
-INSERT INTO notebooks (workspace_id, owner_id, title) VALUES ($1, $2, $3) RETURNING id, workspace_id, owner_id, title, trust_level, created_at, updated_at
+INSERT INTO notebooks (workspace_id, owner_id, title) VALUES ($1, $2, $3) RETURNING id, workspace_id, owner_id, title, trust_level, created_at, updated_at, environment
 `
 
 type CreateNotebookParams struct {
@@ -33,12 +34,13 @@ func (q *Queries) CreateNotebook(ctx context.Context, arg CreateNotebookParams) 
 		&i.TrustLevel,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
 
 const getNotebook = `-- name: GetNotebook :one
-SELECT id, workspace_id, owner_id, title, trust_level, created_at, updated_at FROM notebooks WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, owner_id, title, trust_level, created_at, updated_at, environment FROM notebooks WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetNotebookParams struct {
@@ -59,12 +61,13 @@ func (q *Queries) GetNotebook(ctx context.Context, arg GetNotebookParams) (Noteb
 		&i.TrustLevel,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
 
 const getNotebookForUpdate = `-- name: GetNotebookForUpdate :one
-SELECT id, workspace_id, owner_id, title, trust_level, created_at, updated_at FROM notebooks WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
+SELECT id, workspace_id, owner_id, title, trust_level, created_at, updated_at, environment FROM notebooks WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
 `
 
 type GetNotebookForUpdateParams struct {
@@ -84,12 +87,13 @@ func (q *Queries) GetNotebookForUpdate(ctx context.Context, arg GetNotebookForUp
 		&i.TrustLevel,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }
 
 const listNotebooks = `-- name: ListNotebooks :many
-SELECT n.id, n.workspace_id, n.owner_id, n.title, n.trust_level, n.created_at, n.updated_at, greatest(n.updated_at, coalesce(c.created_at, n.updated_at))::timestamptz AS active_at
+SELECT n.id, n.workspace_id, n.owner_id, n.title, n.trust_level, n.created_at, n.updated_at, n.environment, greatest(n.updated_at, coalesce(c.created_at, n.updated_at))::timestamptz AS active_at
 FROM notebooks n
 LEFT JOIN LATERAL (SELECT created_at FROM proposals WHERE workspace_id = n.workspace_id AND notebook_id = n.id ORDER BY created_at DESC LIMIT 1) c ON true
 WHERE n.workspace_id = $1 AND n.owner_id = $2
@@ -125,6 +129,7 @@ func (q *Queries) ListNotebooks(ctx context.Context, arg ListNotebooksParams) ([
 			&i.Notebook.TrustLevel,
 			&i.Notebook.CreatedAt,
 			&i.Notebook.UpdatedAt,
+			&i.Notebook.Environment,
 			&i.ActiveAt,
 		); err != nil {
 			return nil, err
@@ -138,17 +143,23 @@ func (q *Queries) ListNotebooks(ctx context.Context, arg ListNotebooksParams) ([
 }
 
 const updateNotebook = `-- name: UpdateNotebook :one
-UPDATE notebooks SET title = $2, trust_level = $3, updated_at = now() WHERE id = $1 RETURNING id, workspace_id, owner_id, title, trust_level, created_at, updated_at
+UPDATE notebooks SET title = $2, trust_level = $3, environment = $4, updated_at = now() WHERE id = $1 RETURNING id, workspace_id, owner_id, title, trust_level, created_at, updated_at, environment
 `
 
 type UpdateNotebookParams struct {
-	ID         uuid.UUID
-	Title      string
-	TrustLevel string
+	ID          uuid.UUID
+	Title       string
+	TrustLevel  string
+	Environment pgtype.Text
 }
 
 func (q *Queries) UpdateNotebook(ctx context.Context, arg UpdateNotebookParams) (Notebook, error) {
-	row := q.db.QueryRow(ctx, updateNotebook, arg.ID, arg.Title, arg.TrustLevel)
+	row := q.db.QueryRow(ctx, updateNotebook,
+		arg.ID,
+		arg.Title,
+		arg.TrustLevel,
+		arg.Environment,
+	)
 	var i Notebook
 	err := row.Scan(
 		&i.ID,
@@ -158,6 +169,7 @@ func (q *Queries) UpdateNotebook(ctx context.Context, arg UpdateNotebookParams) 
 		&i.TrustLevel,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Environment,
 	)
 	return i, err
 }

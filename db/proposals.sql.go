@@ -1027,7 +1027,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 }
 
 const readConversationForDecision = `-- name: ReadConversationForDecision :one
-SELECT c.permission_mode, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
+SELECT c.permission_mode, c.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
        (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
                                             'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
@@ -1049,6 +1049,7 @@ type ReadConversationForDecisionParams struct {
 
 type ReadConversationForDecisionRow struct {
 	PermissionMode      string
+	Environment         pgtype.Text
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
@@ -1078,6 +1079,7 @@ func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConve
 	var i ReadConversationForDecisionRow
 	err := row.Scan(
 		&i.PermissionMode,
+		&i.Environment,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.AutoApproveHighRisk,
@@ -1091,7 +1093,7 @@ func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConve
 }
 
 const readNotebookForDecision = `-- name: ReadNotebookForDecision :one
-SELECT n.trust_level, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
+SELECT n.trust_level, n.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
        (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
                                             'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
@@ -1113,6 +1115,7 @@ type ReadNotebookForDecisionParams struct {
 
 type ReadNotebookForDecisionRow struct {
 	TrustLevel          string
+	Environment         pgtype.Text
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
@@ -1134,6 +1137,7 @@ func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookF
 	var i ReadNotebookForDecisionRow
 	err := row.Scan(
 		&i.TrustLevel,
+		&i.Environment,
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.AutoApproveHighRisk,

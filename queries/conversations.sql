@@ -87,7 +87,7 @@ WITH up AS (
 SELECT count(*)::int AS moved FROM up;
 
 -- name: UpdateConversation :one
-UPDATE conversations SET title = $2, permission_mode = $3, updated_at = now() WHERE id = $1 RETURNING *;
+UPDATE conversations SET title = $2, permission_mode = $3, environment = sqlc.narg(environment), updated_at = now() WHERE id = $1 RETURNING *;
 
 
 -- name: CreateConversationWithID :one

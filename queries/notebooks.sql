@@ -18,5 +18,5 @@ WHERE n.workspace_id = $1 AND n.owner_id = $2
 ORDER BY active_at DESC LIMIT 200;
 
 -- name: UpdateNotebook :one
-UPDATE notebooks SET title = $2, trust_level = $3, updated_at = now() WHERE id = $1 RETURNING *;
+UPDATE notebooks SET title = $2, trust_level = $3, environment = sqlc.narg(environment), updated_at = now() WHERE id = $1 RETURNING *;
 

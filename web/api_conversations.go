@@ -19,13 +19,15 @@ type conversationJSON struct {
 	ID             string `json:"id"`
 	Title          string `json:"title"`
 	PermissionMode string `json:"permission_mode"`
-	URL            string `json:"url"`
-	CreatedAt      string `json:"created_at"`
-	UpdatedAt      string `json:"updated_at"`
+	// Environment is where its calls take effect (omitted until set).
+	Environment string `json:"environment,omitempty"`
+	URL         string `json:"url"`
+	CreatedAt   string `json:"created_at"`
+	UpdatedAt   string `json:"updated_at"`
 }
 
 func toConversationJSON(c conversations.Conversation) conversationJSON {
-	return conversationJSON{ID: c.ID.String(), Title: c.Title, PermissionMode: string(c.PermissionMode),
+	return conversationJSON{ID: c.ID.String(), Title: c.Title, PermissionMode: string(c.PermissionMode), Environment: c.Environment,
 		URL: "/conversations/" + c.ID.String(), CreatedAt: rfc3339(c.CreatedAt), UpdatedAt: rfc3339(c.UpdatedAt)}
 }
 
@@ -109,11 +111,12 @@ func (s *Server) apiUpdateConversation(c echo.Context) error {
 	var in struct {
 		Title          *string `json:"title"`
 		PermissionMode *string `json:"permission_mode"`
+		Environment    *string `json:"environment"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	conv, err := s.convs.Update(c.Request().Context(), principal(c), id, conversations.Update{Title: in.Title, PermissionMode: in.PermissionMode})
+	conv, err := s.convs.Update(c.Request().Context(), principal(c), id, conversations.Update{Title: in.Title, PermissionMode: in.PermissionMode, Environment: in.Environment})
 	if err != nil {
 		return err
 	}

@@ -13,13 +13,15 @@ type notebookJSON struct {
 	ID         string `json:"id"`
 	Title      string `json:"title"`
 	TrustLevel string `json:"trust_level"`
-	URL        string `json:"url"`
-	CreatedAt  string `json:"created_at"`
-	UpdatedAt  string `json:"updated_at"`
+	// Environment is where its calls take effect (omitted until set).
+	Environment string `json:"environment,omitempty"`
+	URL         string `json:"url"`
+	CreatedAt   string `json:"created_at"`
+	UpdatedAt   string `json:"updated_at"`
 }
 
 func toNotebookJSON(n notebooks.Notebook) notebookJSON {
-	return notebookJSON{ID: n.ID.String(), Title: n.Title, TrustLevel: string(n.TrustLevel),
+	return notebookJSON{ID: n.ID.String(), Title: n.Title, TrustLevel: string(n.TrustLevel), Environment: n.Environment,
 		URL: "/notebooks/" + n.ID.String(), CreatedAt: rfc3339(n.CreatedAt), UpdatedAt: rfc3339(n.UpdatedAt)}
 }
 
@@ -71,13 +73,14 @@ func (s *Server) apiUpdateNotebook(c echo.Context) error {
 		return err
 	}
 	var in struct {
-		Title      *string `json:"title"`
-		TrustLevel *string `json:"trust_level"`
+		Title       *string `json:"title"`
+		TrustLevel  *string `json:"trust_level"`
+		Environment *string `json:"environment"`
 	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	nb, err := s.nbs.Update(c.Request().Context(), principal(c), id, notebooks.Update{Title: in.Title, TrustLevel: in.TrustLevel})
+	nb, err := s.nbs.Update(c.Request().Context(), principal(c), id, notebooks.Update{Title: in.Title, TrustLevel: in.TrustLevel, Environment: in.Environment})
 	if err != nil {
 		return err
 	}

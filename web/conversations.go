@@ -59,7 +59,7 @@ func (s *Server) conversationPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.ConversationView{ID: conv.ID.String(), Title: conv.Title, Mode: string(conv.PermissionMode), Earlier: page.Prev}
+	v := views.ConversationView{ID: conv.ID.String(), Title: conv.Title, Mode: string(conv.PermissionMode), Environment: conv.Environment, Earlier: page.Prev}
 	if page.Newer {
 		v.Later = page.Next // a window of earlier lines: links, no live lines
 	} else {
@@ -94,6 +94,29 @@ func (s *Server) setPermissionMode(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/conversations/"+conv.ID.String())
 	}
 	return render(c, http.StatusOK, views.ModeToggle(conv.ID.String(), string(conv.PermissionMode)))
+}
+
+// setConversationEnvironment handles "POST /conversations/:id/environment"
+// (the header's picker): the owner says where its calls take effect.
+func (s *Server) setConversationEnvironment(c echo.Context) error {
+	id, err := pathID(c, conversations.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	env := c.FormValue("environment")
+	conv, err := s.convs.Update(c.Request().Context(), principal(c), id, conversations.Update{Environment: &env})
+	action := "/conversations/" + id.String() + "/environment"
+	if apperr.Code(err) == apperr.EINVALID {
+		return render(c, http.StatusUnprocessableEntity, views.EnvironmentPicker(action, "", apperr.Message(err)))
+	}
+	if err != nil {
+		return err
+	}
+	s.announce(principal(c).WorkspaceID, events.Conversation(id))
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/conversations/"+conv.ID.String())
+	}
+	return render(c, http.StatusOK, views.EnvironmentPicker(action, conv.Environment, ""))
 }
 
 // postMessage handles "POST /conversations/:id/messages": the owner writes

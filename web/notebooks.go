@@ -54,7 +54,7 @@ func (s *Server) notebookPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.NotebookView{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Form: s.cellForm(nb.ID.String(), "")}
+	v := views.NotebookView{ID: nb.ID.String(), Title: nb.Title, Trust: string(nb.TrustLevel), Environment: nb.Environment, Form: s.cellForm(nb.ID.String(), "")}
 	v.Form.Trust = string(nb.TrustLevel)
 	if next := nextTrustLevel(nb.TrustLevel); next != "" {
 		if v.Hints, err = s.graduationHints(c, proposals.InNotebook(nb.ID), "/notebooks/"+nb.ID.String()+"/trust", "trust_level", string(next), string(next)); err != nil {
@@ -229,3 +229,26 @@ func (s *Server) newCells(c echo.Context) error {
 
 // newFormKey is a fresh idempotency key for one rendering of a form.
 func newFormKey() string { return "form-" + strings.ReplaceAll(uuid.NewString(), "-", "") }
+
+// setNotebookEnvironment handles "POST /notebooks/:id/environment" (the
+// header's picker): the owner says where its cells take effect.
+func (s *Server) setNotebookEnvironment(c echo.Context) error {
+	id, err := pathID(c, notebooks.ErrNotFound)
+	if err != nil {
+		return err
+	}
+	env := c.FormValue("environment")
+	nb, err := s.nbs.Update(c.Request().Context(), principal(c), id, notebooks.Update{Environment: &env})
+	action := "/notebooks/" + id.String() + "/environment"
+	if apperr.Code(err) == apperr.EINVALID {
+		return render(c, http.StatusUnprocessableEntity, views.EnvironmentPicker(action, "", apperr.Message(err)))
+	}
+	if err != nil {
+		return err
+	}
+	s.announce(principal(c).WorkspaceID, events.Notebook(id))
+	if !isHTMX(c) {
+		return c.Redirect(http.StatusSeeOther, "/notebooks/"+nb.ID.String())
+	}
+	return render(c, http.StatusOK, views.EnvironmentPicker(action, nb.Environment, ""))
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/db"
@@ -30,8 +31,10 @@ type Conversation struct {
 	ID             uuid.UUID
 	Title          string
 	PermissionMode policy.PermissionMode
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// Environment is where its calls take effect ("" until its owner says).
+	Environment string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // Message is one line of the transcript. Tool messages point at a proposal.
@@ -61,7 +64,8 @@ func NewService(pool *pgxpool.Pool) *Service {
 }
 
 func fromRow(c db.Conversation) Conversation {
-	return Conversation{ID: c.ID, Title: c.Title, PermissionMode: policy.PermissionMode(c.PermissionMode), CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
+	return Conversation{ID: c.ID, Title: c.Title, PermissionMode: policy.PermissionMode(c.PermissionMode), Environment: c.Environment.String,
+		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt}
 }
 
 func cleanTitle(title string) (string, error) {
@@ -139,6 +143,9 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Conv
 type Update struct {
 	Title          *string
 	PermissionMode *string
+	// Environment is where its calls take effect (policy.Environments);
+	// "" clears it.
+	Environment *string
 }
 
 // Update changes the title or the permission mode. Only the owner, never an
@@ -173,7 +180,11 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 		}
 		mode = *u.PermissionMode
 	}
-	c, err := q.UpdateConversation(ctx, db.UpdateConversationParams{ID: id, Title: title, PermissionMode: mode})
+	env, err := NextEnvironment(cur.Environment, u.Environment)
+	if err != nil {
+		return Conversation{}, err
+	}
+	c, err := q.UpdateConversation(ctx, db.UpdateConversationParams{ID: id, Title: title, PermissionMode: mode, Environment: env})
 	if err != nil {
 		return Conversation{}, fmt.Errorf("conversations: update: %w", err)
 	}
@@ -184,6 +195,12 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 		}
 		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID, map[string]any{
 			"setting": "permission_mode", "conversation_id": id.String(), "old": cur.PermissionMode, "new": mode}, time.Now()); err != nil {
+			return Conversation{}, err
+		}
+	}
+	if env != cur.Environment {
+		if err := audit.Record(ctx, q, p, p.WorkspaceID, "conversation.environment_changed", "conversation", id.String(),
+			map[string]any{"old": cur.Environment.String, "new": env.String}); err != nil {
 			return Conversation{}, err
 		}
 	}
@@ -355,4 +372,21 @@ func lineFromRow(m db.TranscriptLine) Message {
 
 func messageFromRow(m db.Message) Message {
 	return Message{ID: m.ID, Role: m.Role, Content: m.Content, ProposalID: m.ProposalID.UUID, CreatedAt: m.CreatedAt}
+}
+
+// NextEnvironment is a scope's environment after an update that may name
+// one (nil keeps cur; "" clears it); an unknown one is refused, naming the
+// field.
+func NextEnvironment(cur pgtype.Text, next *string) (pgtype.Text, error) {
+	if next == nil {
+		return cur, nil
+	}
+	if *next == "" {
+		return pgtype.Text{}, nil
+	}
+	if !policy.ValidEnvironment(*next) {
+		return cur, apperr.Invalid(fmt.Sprintf("The environment must be one of %s, or empty to clear it.", strings.Join(policy.Environments, ", ")),
+			apperr.FieldError{Field: "environment", Message: "must be " + strings.Join(policy.Environments, ", ") + " or empty"})
+	}
+	return pgtype.Text{String: *next, Valid: true}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/conversations"
 	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 )
@@ -27,8 +28,10 @@ type Notebook struct {
 	ID         uuid.UUID
 	Title      string
 	TrustLevel policy.TrustLevel
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// Environment is where its calls take effect ("" until its owner says).
+	Environment string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 // ErrNotFound is what any caller gets for a notebook that is not theirs.
@@ -44,7 +47,8 @@ type Service struct {
 func NewService(pool *pgxpool.Pool) *Service { return &Service{pool: pool, q: db.New(pool)} }
 
 func fromRow(n db.Notebook) Notebook {
-	return Notebook{ID: n.ID, Title: n.Title, TrustLevel: policy.TrustLevel(n.TrustLevel), CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
+	return Notebook{ID: n.ID, Title: n.Title, TrustLevel: policy.TrustLevel(n.TrustLevel), Environment: n.Environment.String,
+		CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
 }
 
 func cleanTitle(title string) (string, error) {
@@ -111,6 +115,9 @@ func (s *Service) List(ctx context.Context, p auth.Principal) ([]Notebook, error
 type Update struct {
 	Title      *string
 	TrustLevel *string
+	// Environment is where its calls take effect (policy.Environments);
+	// "" clears it.
+	Environment *string
 }
 
 // Update changes the title or the trust level. Only the owner, never an
@@ -146,7 +153,11 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 		}
 		trust = *u.TrustLevel
 	}
-	n, err := q.UpdateNotebook(ctx, db.UpdateNotebookParams{ID: id, Title: title, TrustLevel: trust})
+	env, err := conversations.NextEnvironment(cur.Environment, u.Environment)
+	if err != nil {
+		return Notebook{}, err
+	}
+	n, err := q.UpdateNotebook(ctx, db.UpdateNotebookParams{ID: id, Title: title, TrustLevel: trust, Environment: env})
 	if err != nil {
 		return Notebook{}, fmt.Errorf("notebooks: update: %w", err)
 	}
@@ -157,6 +168,12 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, id uuid.UUID, u 
 		}
 		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID, map[string]any{
 			"setting": "trust_level", "notebook_id": id.String(), "old": cur.TrustLevel, "new": trust}, time.Now()); err != nil {
+			return Notebook{}, err
+		}
+	}
+	if env != cur.Environment {
+		if err := audit.Record(ctx, q, p, p.WorkspaceID, "notebook.environment_changed", "notebook", id.String(),
+			map[string]any{"old": cur.Environment.String, "new": env.String}); err != nil {
 			return Notebook{}, err
 		}
 	}

@@ -85,6 +85,26 @@ func (c Constraint) Validate() error {
 	return nil
 }
 
+// Environments a conversation or notebook may say its calls take effect
+// in (its owner sets it; "" until they do). staging_only holds only in
+// staging.
+var Environments = []string{"production", "staging", "development", "test"}
+
+// ValidEnvironment reports whether env is one of Environments ("" is not).
+func ValidEnvironment(env string) bool { return slices.Contains(Environments, env) }
+
+// StagingOnlyNeverHolds says why a staging_only constraint can never hold
+// in a scope whose environment is env ("" when it can: env is staging).
+func StagingOnlyNeverHolds(env string) string {
+	switch env {
+	case "staging":
+		return ""
+	case "":
+		return "staging_only can never hold here: no environment is set for this conversation or notebook (its owner sets it in the page header)"
+	}
+	return fmt.Sprintf("staging_only can never hold here: this conversation or notebook is in %s (its owner sets its environment in the page header)", env)
+}
+
 // Facts is what the executor knows about a call when it checks constraints.
 type Facts struct {
 	Now             time.Time

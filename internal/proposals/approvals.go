@@ -1,6 +1,7 @@
 package proposals
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -582,6 +583,17 @@ func (s *Service) approve(ctx context.Context, p auth.Principal, id uuid.UUID, c
 	if ec.outcome != policy.OutcomeRun {
 		_, err := s.refuseAtEffect(ctx, tx, q, p, ec, policy.PathApproval, aboveCeiling(ec, policy.PathApproval))
 		return Approval{}, Proposal{}, err
+	}
+	// A constraint that can never hold where the call takes effect is
+	// refused now, with the reason, rather than failing the call later.
+	for i, c := range constraints {
+		if c.Kind != policy.ConstraintStagingOnly {
+			continue
+		}
+		if why := policy.StagingOnlyNeverHolds(cmp.Or(ec.d.scope.environment, s.env)); why != "" {
+			return Approval{}, Proposal{}, apperr.Invalid("Nothing was approved: "+why+".",
+				apperr.FieldError{Field: fmt.Sprintf("constraints.%d", i), Message: why})
+		}
 	}
 	if _, err := q.AddApprovalVote(ctx, db.AddApprovalVoteParams{WorkspaceID: a.WorkspaceID, ApprovalID: id, UserID: p.UserID, Constraints: mine}); err != nil {
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: vote: %w", err)

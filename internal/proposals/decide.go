@@ -1,6 +1,7 @@
 package proposals
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,9 @@ type scopeDecision struct {
 	mode        policy.PermissionMode // conversations
 	trust       policy.TrustLevel     // notebooks
 	disposition string
+	// environment is where the scope's calls take effect, as its owner
+	// said ("": not said); staging_only holds only in staging.
+	environment string
 }
 
 // decide reads the scope's row (owner-scoped: someone else's scope is not
@@ -151,7 +155,7 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 		}
 		mode := policy.PermissionMode(r.PermissionMode)
 		return decisionRows{
-			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode))},
+			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode)), environment: r.Environment.String},
 			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
 			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
 			grants: s.decodeGrants(r.Grants),
@@ -172,7 +176,7 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", scope.ID, "err", err)
 		}
 		return decisionRows{
-			scope:        scopeDecision{trust: trust, disposition: string(gate)},
+			scope:        scopeDecision{trust: trust, disposition: string(gate), environment: r.Environment.String},
 			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
 			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
 			grants: s.decodeGrants(r.Grants),
@@ -272,7 +276,7 @@ func (s *Service) checkConstraints(ctx context.Context, q *db.Queries, p auth.Pr
 	if len(cs) == 0 {
 		return nil
 	}
-	facts := policy.Facts{Now: time.Now(), Environment: s.env, InternalDomains: d.ws.InternalDomains, Approvers: approvers}
+	facts := policy.Facts{Now: time.Now(), Environment: cmp.Or(d.scope.environment, s.env), InternalDomains: d.ws.InternalDomains, Approvers: approvers}
 	if tool.Contract.Facts != nil {
 		var m map[string]any
 		if err := json.Unmarshal(args, &m); err != nil {

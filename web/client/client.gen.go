@@ -203,6 +203,30 @@ func (e ContractRisk) Valid() bool {
 	}
 }
 
+// Defines values for ConversationEnvironment.
+const (
+	ConversationEnvironmentDevelopment ConversationEnvironment = "development"
+	ConversationEnvironmentProduction  ConversationEnvironment = "production"
+	ConversationEnvironmentStaging     ConversationEnvironment = "staging"
+	ConversationEnvironmentTest        ConversationEnvironment = "test"
+)
+
+// Valid indicates whether the value is a known member of the ConversationEnvironment enum.
+func (e ConversationEnvironment) Valid() bool {
+	switch e {
+	case ConversationEnvironmentDevelopment:
+		return true
+	case ConversationEnvironmentProduction:
+		return true
+	case ConversationEnvironmentStaging:
+		return true
+	case ConversationEnvironmentTest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConversationPermissionMode.
 const (
 	ConversationPermissionModeApprove ConversationPermissionMode = "approve"
@@ -557,6 +581,30 @@ func (e MessageRole) Valid() bool {
 	case MessageRoleTool:
 		return true
 	case MessageRoleUser:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NotebookEnvironment.
+const (
+	NotebookEnvironmentDevelopment NotebookEnvironment = "development"
+	NotebookEnvironmentProduction  NotebookEnvironment = "production"
+	NotebookEnvironmentStaging     NotebookEnvironment = "staging"
+	NotebookEnvironmentTest        NotebookEnvironment = "test"
+)
+
+// Valid indicates whether the value is a known member of the NotebookEnvironment enum.
+func (e NotebookEnvironment) Valid() bool {
+	switch e {
+	case NotebookEnvironmentDevelopment:
+		return true
+	case NotebookEnvironmentProduction:
+		return true
+	case NotebookEnvironmentStaging:
+		return true
+	case NotebookEnvironmentTest:
 		return true
 	default:
 		return false
@@ -1196,6 +1244,33 @@ func (e ListFeedbackParamsStatus) Valid() bool {
 	}
 }
 
+// Defines values for UpdateConversationJSONBodyEnvironment.
+const (
+	UpdateConversationJSONBodyEnvironmentDevelopment UpdateConversationJSONBodyEnvironment = "development"
+	UpdateConversationJSONBodyEnvironmentEmpty       UpdateConversationJSONBodyEnvironment = ""
+	UpdateConversationJSONBodyEnvironmentProduction  UpdateConversationJSONBodyEnvironment = "production"
+	UpdateConversationJSONBodyEnvironmentStaging     UpdateConversationJSONBodyEnvironment = "staging"
+	UpdateConversationJSONBodyEnvironmentTest        UpdateConversationJSONBodyEnvironment = "test"
+)
+
+// Valid indicates whether the value is a known member of the UpdateConversationJSONBodyEnvironment enum.
+func (e UpdateConversationJSONBodyEnvironment) Valid() bool {
+	switch e {
+	case UpdateConversationJSONBodyEnvironmentDevelopment:
+		return true
+	case UpdateConversationJSONBodyEnvironmentEmpty:
+		return true
+	case UpdateConversationJSONBodyEnvironmentProduction:
+		return true
+	case UpdateConversationJSONBodyEnvironmentStaging:
+		return true
+	case UpdateConversationJSONBodyEnvironmentTest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for UpdateConversationJSONBodyPermissionMode.
 const (
 	UpdateConversationJSONBodyPermissionModeApprove UpdateConversationJSONBodyPermissionMode = "approve"
@@ -1280,6 +1355,33 @@ func (e RecordEvidenceJSONBodyLabel) Valid() bool {
 	case RecordEvidenceJSONBodyLabelRejected:
 		return true
 	case RecordEvidenceJSONBodyLabelSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for UpdateNotebookJSONBodyEnvironment.
+const (
+	UpdateNotebookJSONBodyEnvironmentDevelopment UpdateNotebookJSONBodyEnvironment = "development"
+	UpdateNotebookJSONBodyEnvironmentEmpty       UpdateNotebookJSONBodyEnvironment = ""
+	UpdateNotebookJSONBodyEnvironmentProduction  UpdateNotebookJSONBodyEnvironment = "production"
+	UpdateNotebookJSONBodyEnvironmentStaging     UpdateNotebookJSONBodyEnvironment = "staging"
+	UpdateNotebookJSONBodyEnvironmentTest        UpdateNotebookJSONBodyEnvironment = "test"
+)
+
+// Valid indicates whether the value is a known member of the UpdateNotebookJSONBodyEnvironment enum.
+func (e UpdateNotebookJSONBodyEnvironment) Valid() bool {
+	switch e {
+	case UpdateNotebookJSONBodyEnvironmentDevelopment:
+		return true
+	case UpdateNotebookJSONBodyEnvironmentEmpty:
+		return true
+	case UpdateNotebookJSONBodyEnvironmentProduction:
+		return true
+	case UpdateNotebookJSONBodyEnvironmentStaging:
+		return true
+	case UpdateNotebookJSONBodyEnvironmentTest:
 		return true
 	default:
 		return false
@@ -1519,13 +1621,19 @@ type ContractRisk string
 
 // Conversation defines model for Conversation.
 type Conversation struct {
-	CreatedAt      time.Time                  `json:"created_at"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Environment Where its calls take effect, as its owner said (absent until set).
+	Environment    *ConversationEnvironment   `json:"environment,omitempty"`
 	Id             openapi_types.UUID         `json:"id"`
 	PermissionMode ConversationPermissionMode `json:"permission_mode"`
 	Title          string                     `json:"title"`
 	UpdatedAt      time.Time                  `json:"updated_at"`
 	Url            string                     `json:"url"`
 }
+
+// ConversationEnvironment Where its calls take effect, as its owner said (absent until set).
+type ConversationEnvironment string
 
 // ConversationPermissionMode defines model for Conversation.PermissionMode.
 type ConversationPermissionMode string
@@ -1748,13 +1856,19 @@ type MessageRole string
 
 // Notebook defines model for Notebook.
 type Notebook struct {
-	CreatedAt  time.Time          `json:"created_at"`
-	Id         openapi_types.UUID `json:"id"`
-	Title      string             `json:"title"`
-	TrustLevel NotebookTrustLevel `json:"trust_level"`
-	UpdatedAt  time.Time          `json:"updated_at"`
-	Url        string             `json:"url"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Environment Where its calls take effect, as its owner said (absent until set).
+	Environment *NotebookEnvironment `json:"environment,omitempty"`
+	Id          openapi_types.UUID   `json:"id"`
+	Title       string               `json:"title"`
+	TrustLevel  NotebookTrustLevel   `json:"trust_level"`
+	UpdatedAt   time.Time            `json:"updated_at"`
+	Url         string               `json:"url"`
 }
+
+// NotebookEnvironment Where its calls take effect, as its owner said (absent until set).
+type NotebookEnvironment string
 
 // NotebookTrustLevel defines model for Notebook.TrustLevel.
 type NotebookTrustLevel string
@@ -2414,9 +2528,14 @@ type CreateConversationJSONBody struct {
 
 // UpdateConversationJSONBody defines parameters for UpdateConversation.
 type UpdateConversationJSONBody struct {
+	// Environment Where its calls take effect; a staging_only constraint holds only in staging. Empty clears it.
+	Environment    *UpdateConversationJSONBodyEnvironment    `json:"environment,omitempty"`
 	PermissionMode *UpdateConversationJSONBodyPermissionMode `json:"permission_mode,omitempty"`
 	Title          *string                                   `json:"title,omitempty"`
 }
+
+// UpdateConversationJSONBodyEnvironment defines parameters for UpdateConversation.
+type UpdateConversationJSONBodyEnvironment string
 
 // UpdateConversationJSONBodyPermissionMode defines parameters for UpdateConversation.
 type UpdateConversationJSONBodyPermissionMode string
@@ -2561,9 +2680,14 @@ type CreateNotebookJSONBody struct {
 
 // UpdateNotebookJSONBody defines parameters for UpdateNotebook.
 type UpdateNotebookJSONBody struct {
-	Title      *string                           `json:"title,omitempty"`
-	TrustLevel *UpdateNotebookJSONBodyTrustLevel `json:"trust_level,omitempty"`
+	// Environment Where its calls take effect; a staging_only constraint holds only in staging. Empty clears it.
+	Environment *UpdateNotebookJSONBodyEnvironment `json:"environment,omitempty"`
+	Title       *string                            `json:"title,omitempty"`
+	TrustLevel  *UpdateNotebookJSONBodyTrustLevel  `json:"trust_level,omitempty"`
 }
+
+// UpdateNotebookJSONBodyEnvironment defines parameters for UpdateNotebook.
+type UpdateNotebookJSONBodyEnvironment string
 
 // UpdateNotebookJSONBodyTrustLevel defines parameters for UpdateNotebook.
 type UpdateNotebookJSONBodyTrustLevel string
@@ -3692,14 +3816,14 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/conversations/{id} (the `GetConversation` operationId).
 	GetConversation(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateConversationWithBody Change the title or the permission mode (user tokens only; agent tokens get 403)
+	// UpdateConversationWithBody Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with PATCH /api/v1/conversations/{id} (the `UpdateConversation` operationId).
 	UpdateConversationWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UpdateConversation Change the title or the permission mode (user tokens only; agent tokens get 403)
+	// UpdateConversation Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4702,7 +4826,7 @@ func (c *Client) GetConversation(ctx context.Context, id string, reqEditors ...R
 	return c.Client.Do(req)
 }
 
-// UpdateConversationWithBody Change the title or the permission mode (user tokens only; agent tokens get 403)
+// UpdateConversationWithBody Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 //
 // Takes any type of body and a specified content type.
 //
@@ -4719,7 +4843,7 @@ func (c *Client) UpdateConversationWithBody(ctx context.Context, id string, cont
 	return c.Client.Do(req)
 }
 
-// UpdateConversation Change the title or the permission mode (user tokens only; agent tokens get 403)
+// UpdateConversation Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8640,14 +8764,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/conversations/{id} (the `GetConversation` operationId).
 	GetConversationWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetConversationResponse, error)
 
-	// UpdateConversationWithBodyWithResponse Change the title or the permission mode (user tokens only; agent tokens get 403)
+	// UpdateConversationWithBodyWithResponse Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/conversations/{id} (the `UpdateConversation` operationId).
 	UpdateConversationWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateConversationResponse, error)
 
-	// UpdateConversationWithResponse Change the title or the permission mode (user tokens only; agent tokens get 403)
+	// UpdateConversationWithResponse Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12395,7 +12519,7 @@ func (c *ClientWithResponses) GetConversationWithResponse(ctx context.Context, i
 	return ParseGetConversationResponse(rsp)
 }
 
-// UpdateConversationWithBodyWithResponse Change the title or the permission mode (user tokens only; agent tokens get 403)
+// UpdateConversationWithBodyWithResponse Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12408,7 +12532,7 @@ func (c *ClientWithResponses) UpdateConversationWithBodyWithResponse(ctx context
 	return ParseUpdateConversationResponse(rsp)
 }
 
-// UpdateConversationWithResponse Change the title or the permission mode (user tokens only; agent tokens get 403)
+// UpdateConversationWithResponse Change the title, the permission mode or the environment (user tokens only; agent tokens get 403)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -1,0 +1,2 @@
+ALTER TABLE notebooks DROP COLUMN environment;
+ALTER TABLE conversations DROP COLUMN environment;
