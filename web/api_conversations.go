@@ -240,7 +240,9 @@ func toToolJSON(t *tools.Tool) toolJSON {
 	c := t.Contract
 	out := toolJSON{Name: t.Name, Description: t.Description, Effect: string(t.Effect), InputSchema: t.Schema}
 	if t.Cheatsheet != "" {
+		// ADR-036: a description opens with "fetch the cheatsheet first".
 		out.CheatsheetURL = "/api/v1/tools/" + t.Name + "/cheatsheet"
+		out.Description = tools.CheatsheetFirst(out.CheatsheetURL) + " " + t.Description
 	}
 	k := &out.Contract
 	k.Authority, k.Risk, k.ActionClass, k.ActionClasses = string(c.Authority), string(c.Risk), c.ActionClass, c.ActionClasses

@@ -50,7 +50,8 @@ func TestAPI_ConversationToolCallLifecycle(t *testing.T) {
 	if resp, p := e.api("POST", "/api/v1/proposals/"+pid+"/apply", user, nil); resp.StatusCode != http.StatusConflict || p["code"] != "conflict" {
 		t.Fatalf("second apply: %d %v", resp.StatusCode, p)
 	}
-	// In auto mode the same kind of call applies at once; a delete still asks.
+	// In auto mode the same kind of call applies at once; a delete still
+	// asks: being high risk (ADR-036), an approver.
 	if resp, p := e.api("PATCH", base, user, map[string]any{"permission_mode": "auto"}); resp.StatusCode != http.StatusOK || p["permission_mode"] != "auto" {
 		t.Fatalf("owner PATCH: %d %v", resp.StatusCode, p)
 	}
@@ -63,12 +64,17 @@ func TestAPI_ConversationToolCallLifecycle(t *testing.T) {
 	resp, del := e.api("POST", base+"/tool-calls", agent, map[string]any{
 		"tool": "records.delete", "arguments": map[string]any{"collection": "clients", "key": "acme"}, "rationale": "the client asked to be forgotten",
 		"idempotency_key": "delete-acme-0000001"})
-	if resp.StatusCode != http.StatusAccepted || del["disposition"] != "propose" {
+	if resp.StatusCode != http.StatusAccepted || del["disposition"] != "propose" || del["status"] != "pending_approval" || del["requires_human_approval"] != true {
 		t.Fatalf("delete in auto: %d %v", resp.StatusCode, del)
 	}
-	// Rejected with a reason the agent reads back.
-	if resp, p := e.api("POST", "/api/v1/proposals/"+del["proposal_id"].(string)+"/reject", user, map[string]any{"reason": "not yet"}); resp.StatusCode != http.StatusOK {
-		t.Fatalf("reject: %d %v", resp.StatusCode, p)
+	// The owner cannot resolve the packet; an approver rejects it with a
+	// reason the agent reads back.
+	if resp, p := e.api("POST", "/api/v1/proposals/"+del["proposal_id"].(string)+"/reject", user, map[string]any{"reason": "not yet"}); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("the owner's reject of a packet: %d %v", resp.StatusCode, p)
+	}
+	e.user("boss@example.com", auth.RoleApprover)
+	if status, p := adminJSON(t, e, "POST", "/admin/approvals/"+del["approval_id"].(string)+"/reject", e.token("boss@example.com", auth.TokenUser), map[string]any{"reason": "not yet"}); status != http.StatusOK {
+		t.Fatalf("reject: %d %v", status, p)
 	}
 	if resp, p := e.api("GET", "/api/v1/proposals/"+del["proposal_id"].(string), agent, nil); resp.StatusCode != http.StatusOK || p["status"] != "rejected" || p["rejection_reason"] != "not yet" {
 		t.Fatalf("agent reads: %d %v", resp.StatusCode, p)

@@ -1,6 +1,8 @@
 package web_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -10,8 +12,11 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
+	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // inboxFixture is a workspace with an owner whose agent proposes calls that
@@ -26,13 +31,36 @@ type inboxFixture struct {
 
 func newInboxFixture(t *testing.T) *inboxFixture {
 	t.Helper()
-	e := newEnvWith(t, dbtest.MustPool(t), sendRegistry(t))
+	e := newEnvWith(t, dbtest.MustPool(t), inboxRegistry(t))
 	e.user("owner@example.com", auth.RoleMember)
 	f := &inboxFixture{e: e, boss: e.user("boss@example.com", auth.RoleApprover), agent: e.token("owner@example.com", auth.TokenAgent),
 		approver: e.token("boss@example.com", auth.TokenUser)}
 	_, conv := e.api("POST", "/api/v1/conversations", f.agent, map[string]any{"title": "Renewals"})
 	f.conv = conv["id"].(string)
 	return f
+}
+
+// inboxRegistry is sendRegistry's tools plus t.file, a medium-risk
+// change its contract holds for an approver: the built-in tools gated
+// for one are all high risk (ADR-036), and the risk filters need another.
+func inboxRegistry(t *testing.T) *tools.Registry {
+	t.Helper()
+	send := sendRegistry(t)
+	decls := []tools.Tool{{Name: "t.file", Effect: policy.EffectMutate, Description: "File a document.",
+		Schema: json.RawMessage(`{"type":"object","required":["title"],"properties":{"title":{"type":"string","description":"what"}}}`),
+		Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
+			Gating: tools.Gating{Required: true}, Summarize: func(a map[string]any) string { return "File " + a["title"].(string) }},
+		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {
+			return map[string]any{"filed": true}, nil
+		}}}
+	for _, tool := range send.List() {
+		decls = append(decls, *tool)
+	}
+	r, err := tools.NewRegistry(send.Classes(), decls...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 var keyCounter int
@@ -49,8 +77,20 @@ func (f *inboxFixture) send(t *testing.T, to string) string {
 	return p["approval_id"].(string)
 }
 
-// bulkDelete proposes records.bulk_delete of more than ten keys: medium
-// risk, irreversible, held by its contract for an approver.
+// file proposes t.file (medium risk: its contract holds it for an
+// approver).
+func (f *inboxFixture) file(t *testing.T, title string) string {
+	t.Helper()
+	resp, p := f.e.api("POST", "/api/v1/conversations/"+f.conv+"/tool-calls", f.agent, map[string]any{"tool": "t.file",
+		"arguments": map[string]any{"title": title}, "rationale": "the client sent the document"})
+	if resp.StatusCode != http.StatusAccepted || p["approval_id"] == nil {
+		t.Fatalf("file: %d %v", resp.StatusCode, p)
+	}
+	return p["approval_id"].(string)
+}
+
+// bulkDelete proposes records.bulk_delete of more than ten keys: high
+// risk (destructive), irreversible, held for an approver.
 func (f *inboxFixture) bulkDelete(t *testing.T) string {
 	t.Helper()
 	keyCounter++
@@ -117,7 +157,7 @@ func TestInbox_CountsPerFilter(t *testing.T) {
 	t.Parallel()
 	f := newInboxFixture(t)
 	approved, rejected, expired, pending := f.send(t, "a@example.com"), f.send(t, "b@example.com"), f.send(t, "c@example.com"), f.send(t, "d@example.com")
-	f.bulkDelete(t)
+	f.file(t, "the contract")
 	if status, p := adminJSON(t, f.e, "POST", "/admin/approvals/"+approved+"/approve", f.approver, map[string]any{}); status != http.StatusOK {
 		t.Fatalf("approve: %d %v", status, p)
 	}
@@ -154,7 +194,7 @@ func TestInbox_CountsPerFilter(t *testing.T) {
 		t.Fatalf("any status, high risk: %d packets", n)
 	}
 	// A tool filter narrows every count.
-	_, body = f.boss.get("/admin/approvals?tool=records.bulk_delete")
+	_, body = f.boss.get("/admin/approvals?tool=t.file")
 	if countOf(t, body, "status-filter-pending") != "1" || countOf(t, body, "status-filter-any") != "1" || countOf(t, body, "risk-filter-high") != "0" {
 		t.Fatalf("tool filter counts:\n%s", body)
 	}

@@ -191,12 +191,12 @@ func TestInboxPages_FiltersHoldAcrossPages(t *testing.T) {
 	t.Parallel()
 	f := newInboxFixture(t)
 	clonePackets(t, f.e, f.send(t, "a@example.com"), 59)
-	deletes := []string{f.bulkDelete(t), f.bulkDelete(t), f.bulkDelete(t)}
+	medium := []string{f.file(t, "one"), f.file(t, "two"), f.file(t, "three")}
 	ids, sizes := walkQueue(t, f.e, f.approver, url.Values{"risk": {"medium"}, "limit": {"2"}})
 	slices.Sort(ids)
-	slices.Sort(deletes)
-	if !slices.Equal(ids, deletes) || !slices.Equal(sizes, []int{2, 1}) {
-		t.Fatalf("medium risk: %v in pages %v, want the three bulk deletes", ids, sizes)
+	slices.Sort(medium)
+	if !slices.Equal(ids, medium) || !slices.Equal(sizes, []int{2, 1}) {
+		t.Fatalf("medium risk: %v in pages %v, want the three filings", ids, sizes)
 	}
 	ids, sizes = walkQueue(t, f.e, f.approver, url.Values{"risk": {"high"}, "tool": {"t.send"}, "limit": {"25"}})
 	if len(ids) != 60 || !slices.Equal(sizes, []int{25, 25, 10}) {
@@ -299,7 +299,7 @@ func TestInboxCounts_StopAtTheirBudgetAndSaySo(t *testing.T) {
 	t.Parallel()
 	f := newInboxFixture(t)
 	clonePackets(t, f.e, f.send(t, "a@example.com"), 129)
-	f.bulkDelete(t)
+	f.file(t, "the contract")
 	_, body := f.boss.get("/admin/approvals")
 	// 131 pending packets: each count reads 100 of them and says so.
 	for testid, want := range map[string]string{"status-filter-pending": "100", "status-filter-any": "100", "risk-filter-any": "100",
@@ -308,7 +308,7 @@ func TestInboxCounts_StopAtTheirBudgetAndSaySo(t *testing.T) {
 			t.Errorf("%s = %s, want %s", testid, got, want)
 		}
 	}
-	// The bulk delete (medium) may be among the 100 read, or not.
+	// The filing (medium) may be among the 100 read, or not.
 	if high, medium := countOf(t, body, "risk-filter-high"), countOf(t, body, "risk-filter-medium"); !(high == "100" && medium == "0" || high == "99" && medium == "1") {
 		t.Errorf("risk-filter-high = %s, risk-filter-medium = %s", high, medium)
 	}

@@ -62,7 +62,8 @@ func TestBuiltinTools_EachLayerDecidesForReal(t *testing.T) {
 		t.Fatalf("recorded twice: %d", resp.StatusCode)
 	}
 
-	// webhook.post reaches only hosts on the workspace's allowlist.
+	// webhook.post reaches only hosts on the workspace's allowlist; being
+	// high risk, a call to one waits for an approver, even in auto mode.
 	var got string
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -77,8 +78,12 @@ func TestBuiltinTools_EachLayerDecidesForReal(t *testing.T) {
 	}
 	e.pool.Exec(t.Context(), "UPDATE workspaces SET webhook_allowlist = '{127.0.0.1}'")
 	resp, p = call(agent, "webhook.post", map[string]any{"url": hook.URL + "/in", "payload": payload}, "hook-renewed-0000002")
-	if resp.StatusCode != http.StatusOK || p["status"] != "applied" || !strings.Contains(got, `"renewed"`) {
+	if resp.StatusCode != http.StatusAccepted || p["status"] != "pending_approval" || got != "" {
 		t.Fatalf("webhook on the allowlist: %d %v (server got %q)", resp.StatusCode, p, got)
+	}
+	status, out := adminJSON(t, e, "POST", "/admin/approvals/"+p["approval_id"].(string)+"/approve", e.token("boss@example.com", auth.TokenUser), map[string]any{})
+	if status != http.StatusOK || out["proposal"].(map[string]any)["status"] != "applied" || !strings.Contains(got, `"renewed"`) {
+		t.Fatalf("webhook approved: %d %v (server got %q)", status, out, got)
 	}
 
 	// records.bulk_delete needs an approver above ten keys, even where the
@@ -96,8 +101,15 @@ func TestBuiltinTools_EachLayerDecidesForReal(t *testing.T) {
 		return e.api("POST", "/api/v1/notebooks/"+nb["id"].(string)+"/tool-calls", agent, map[string]any{"tool": "records.bulk_delete",
 			"arguments": map[string]any{"collection": "c", "keys": keys(n)}, "rationale": "clean up the old rows", "idempotency_key": key})
 	}
-	if resp, p := nbCall(3, "bulk-three-000000001"); resp.StatusCode != http.StatusOK || p["status"] != "applied" {
+	// High risk: even three keys wait for an approver...
+	if resp, p := nbCall(3, "bulk-three-risk-0001"); resp.StatusCode != http.StatusAccepted || p["status"] != "pending_approval" {
 		t.Fatalf("three keys: %d %v", resp.StatusCode, p)
+	}
+	// ...and with high risk auto-approved, the contract's threshold
+	// still sends more than ten keys to one.
+	e.pool.Exec(t.Context(), "UPDATE workspaces SET auto_approve_high_risk = true")
+	if resp, p := nbCall(3, "bulk-three-000000001"); resp.StatusCode != http.StatusOK || p["status"] != "applied" {
+		t.Fatalf("three keys, high risk auto-approved: %d %v", resp.StatusCode, p)
 	}
 	if resp, p := nbCall(11, "bulk-eleven-00000001"); resp.StatusCode != http.StatusAccepted || p["status"] != "pending_approval" {
 		t.Fatalf("eleven keys: %d %v", resp.StatusCode, p)

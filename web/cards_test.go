@@ -18,6 +18,9 @@ func TestCards_TellWhoWhatAndAskTwiceForWhatCannotBeUndone(t *testing.T) {
 	e := newEnv(t)
 	owner := e.user("owner@example.com", auth.RoleMember)
 	agent := e.token("owner@example.com", auth.TokenAgent)
+	// records.delete is high risk: auto-approved here, so its card is the
+	// owner's to confirm.
+	e.pool.Exec(t.Context(), "UPDATE workspaces SET auto_approve_high_risk = true")
 
 	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "Clients"})
 	base := "/api/v1/conversations/" + conv["id"].(string)
@@ -39,7 +42,7 @@ func TestCards_TellWhoWhatAndAskTwiceForWhatCannotBeUndone(t *testing.T) {
 	}
 	delCard := cardHTML(t, page, delID)
 	putCard := cardHTML(t, page, putID)
-	for _, want := range []string{"agent token “test agent”", `data-effect="destructive"`, "destroys data", `data-risk="medium"`, "medium risk",
+	for _, want := range []string{"agent token “test agent”", `data-effect="destructive"`, "destroys data", `data-risk="high"`, "high risk",
 		`data-testid="action-class"`, "tool.call.local", "waiting for you", `href="/audit?object=` + delID + `"`, `data-irreversible="records.delete destroys data`, "<time datetime="} {
 		if !strings.Contains(delCard, want) {
 			t.Errorf("delete card lacks %q:\n%s", want, delCard)

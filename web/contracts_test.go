@@ -149,20 +149,25 @@ func TestDecisions_DryRunShowsEveryLayerAndWritesOnlyAnAuditRow(t *testing.T) {
 	e.api("PATCH", "/api/v1/conversations/"+conv["id"].(string), user, map[string]any{"permission_mode": "auto"})
 	del := map[string]any{"collection": "c", "key": "k"}
 
+	// records.delete is high risk (ADR-036): the scope gate asks the
+	// owner, the risk gate an approver, the stricter.
 	resp, d := e.api("POST", "/api/v1/decisions", agent, map[string]any{"conversation_id": conv["id"], "tool": "records.delete", "arguments": del})
 	layers, _ := d["layers"].([]any)
-	if resp.StatusCode != http.StatusOK || d["state"] != "review_required" || d["disposition"] != "propose" || len(layers) != 6 {
+	if resp.StatusCode != http.StatusOK || d["state"] != "deferred" || d["disposition"] != "defer" || len(layers) != 6 {
 		t.Fatalf("conversation delete: %d %v", resp.StatusCode, d)
 	}
 	names := []string{"scope", "contract", "risk", "class", "constraints", "token"}
+	states := []string{"review_required", "allowed", "deferred", "allowed", "allowed", "allowed"}
 	for i, l := range layers {
 		l := l.(map[string]any)
-		if l["layer"] != names[i] || l["reason"] == "" {
+		if l["layer"] != names[i] || l["state"] != states[i] || l["reason"] == "" {
 			t.Errorf("layer %d: %v", i, l)
 		}
 	}
 	resp, d = e.api("POST", "/api/v1/decisions", agent, map[string]any{"notebook_id": nb["id"], "tool": "records.delete", "arguments": del})
-	if resp.StatusCode != http.StatusOK || d["state"] != "allowed" || d["disposition"] != "auto" {
+	layers, _ = d["layers"].([]any)
+	if resp.StatusCode != http.StatusOK || d["state"] != "deferred" || d["disposition"] != "defer" || len(layers) != 6 ||
+		layers[0].(map[string]any)["state"] != "allowed" || layers[2].(map[string]any)["state"] != "deferred" {
 		t.Fatalf("autonomous notebook delete: %d %v", resp.StatusCode, d)
 	}
 	// Bad input.

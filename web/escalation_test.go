@@ -206,7 +206,7 @@ func TestApprovals_EscalationOnATestClock(t *testing.T) {
 		t.Fatalf("the agent reads: %d %v", resp.StatusCode, p)
 	}
 	// Over MCP, check_proposal says the same.
-	res, text := callTool(t, e.mustMCP(agent, "escalation-test", nil), "check_proposal", map[string]any{"proposal_id": proposal})
+	res, text := callTool(t, e.mustMCP(agent, "escalation-test", nil), "check_proposal", map[string]any{"proposal_id": proposal, "rationale": "is the escalated call decided?"})
 	if res.IsError || !strings.Contains(text, "still waiting: escalated to the approver role") {
 		t.Fatalf("check_proposal: %v %s", res.IsError, text)
 	}

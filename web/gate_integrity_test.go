@@ -103,6 +103,9 @@ func TestApplyAPI_AnEditThatNeedsAnApproverAnswers202WithThePacket(t *testing.T)
 	e.user("owner@example.com", auth.RoleMember)
 	agent := e.token("owner@example.com", auth.TokenAgent)
 	user := e.token("owner@example.com", auth.TokenUser)
+	// records.bulk_delete is high risk: auto-approved here, so only its
+	// contract's threshold sends it to an approver.
+	e.pool.Exec(t.Context(), "UPDATE workspaces SET auto_approve_high_risk = true")
 	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{})
 	base := "/api/v1/conversations/" + conv["id"].(string)
 	resp, p := e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.bulk_delete",
@@ -240,7 +243,9 @@ func TestOutsideCalls_ASlowWebhookHoldsNoConnection(t *testing.T) {
 	e.user("owner@example.com", auth.RoleMember)
 	agent := e.token("owner@example.com", auth.TokenAgent)
 	user := e.token("owner@example.com", auth.TokenUser)
-	e.pool.Exec(t.Context(), "UPDATE workspaces SET webhook_allowlist = '{127.0.0.1}'")
+	// webhook.post is high risk: auto-approved here, so the calls run on
+	// the automatic path.
+	e.pool.Exec(t.Context(), "UPDATE workspaces SET webhook_allowlist = '{127.0.0.1}', auto_approve_high_risk = true")
 	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{})
 	base := "/api/v1/conversations/" + conv["id"].(string)
 	e.api("PATCH", base, user, map[string]any{"permission_mode": "auto"})

@@ -417,7 +417,8 @@ func TestGrants_BadInputIsRefusedNamingTheFieldAndWritesNothing(t *testing.T) {
 		{"an amount that cannot be read", memberPage, "/proposals/" + card["proposal_id"].(string) + "/apply", form("grant_max_amount", "lots"), 422, "max amount must be a positive number"},
 		{"a bound the call breaks", memberPage, "/proposals/" + card["proposal_id"].(string) + "/apply", form("grant_recipient_allowlist", "a@example.com"), 422, "grant_recipient_allowlist"},
 		{"neither the tool nor the class", memberPage, "/proposals/" + card["proposal_id"].(string) + "/apply", form("grant_scope", "token", "grant_for", "nothing"), 422, "grant_for"},
-		{"a destructive call", memberPage, "/proposals/" + pending["proposal_id"].(string) + "/apply", form("irreversible_ack", "1"), 422, "destructive calls are never granted"},
+		// records.delete is high risk: its packet is the approver's.
+		{"a destructive call", bossPage, "/admin/approvals/" + pending["approval_id"].(string) + "/approve", form("irreversible_ack", "1"), 422, "destructive calls are never granted"},
 		{"a member approves a packet", memberPage, "/admin/approvals/" + waiting["approval_id"].(string) + "/approve", form(), 403, ""},
 		{"a packet grant of calls out of range", bossPage, "/admin/approvals/" + waiting["approval_id"].(string) + "/approve", form("grant_calls", "101"), 422, "grant_calls"},
 	}
@@ -432,7 +433,7 @@ func TestGrants_BadInputIsRefusedNamingTheFieldAndWritesNothing(t *testing.T) {
 			}
 		})
 	}
-	if got := e.count(`SELECT count(*) FROM proposals WHERE id IN ($1, $2) AND status = 'pending'`, card["proposal_id"], pending["proposal_id"]); got != 2 {
+	if got := e.count(`SELECT count(*) FROM proposals WHERE (id = $1 AND status = 'pending') OR (id = $2 AND status = 'pending_approval')`, card["proposal_id"], pending["proposal_id"]); got != 2 {
 		t.Fatalf("a refused grant ran its call: %d still pending", got)
 	}
 }

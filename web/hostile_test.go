@@ -90,13 +90,22 @@ func TestConfirm_AUserTokenConfirmsItsOwnCardButNeverAPacket(t *testing.T) {
 		t.Fatalf("agent token with confirm: %d %v", resp.StatusCode, p)
 	}
 	// A destructive call still asks the owner in auto mode, and a user's
-	// confirm stands in for that card...
+	// confirm stands in for that card (records.delete is high risk: with
+	// high risk auto-approved, the card is all that holds it)...
 	e.api("PATCH", base, user, map[string]any{"permission_mode": "auto"})
+	setHighRisk := func(auto bool) {
+		t.Helper()
+		if _, err := e.pool.Exec(t.Context(), "UPDATE workspaces SET auto_approve_high_risk = $1", auto); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setHighRisk(true)
 	resp, p = e.api("POST", base+"/tool-calls", user, map[string]any{"tool": "records.delete", "confirm": true, "idempotency_key": "delete-mine-00000001",
 		"arguments": map[string]any{"collection": "c", "key": "mine"}, "rationale": "the owner asked for it"})
 	if resp.StatusCode != http.StatusOK || p["status"] != "applied" {
 		t.Fatalf("user confirm of a destructive call: %d %v", resp.StatusCode, p)
 	}
+	setHighRisk(false)
 	// ...but never for an approver: a high-risk mail still waits in a packet.
 	resp, p = e.api("POST", base+"/tool-calls", user, map[string]any{"tool": "email.send", "confirm": true, "idempotency_key": "mail-confirmed-00001",
 		"arguments": map[string]any{"to": "ana@example.com", "subject": "Hi", "body": "Hello"}, "rationale": "the owner asked for it"})

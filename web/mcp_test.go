@@ -213,14 +213,30 @@ func TestMCP_ChangeInApproveModeWaitsForTheOwnerThenCheckProposalReadsIt(t *test
 		!strings.HasPrefix(data["confirm_url"].(string), e.url+"/conversations/"+conv["id"].(string)) {
 		t.Fatalf("pending: %s %v", text, data)
 	}
+	// check_proposal takes a rationale like every tool (ADR-036): without
+	// one it reads nothing; with one, the check and its reason are audited.
 	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id})
+	if !res.IsError || !strings.Contains(text, "rationale") || structured(t, res)["code"] != "invalid" {
+		t.Fatalf("check without a rationale: %s", text)
+	}
+	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id, "rationale": "has the owner decided on Acme yet?"})
 	if res.IsError || structured(t, res)["status"] != "pending" {
 		t.Fatalf("check while pending: %s", text)
+	}
+	var checked []string
+	rows, _ := e.pool.Query(t.Context(), "SELECT actor_kind || ' ' || (data->>'status') || ' ' || (data->>'rationale') FROM audit_events WHERE action = 'proposal.checked' AND subject_id = $1", id)
+	for rows.Next() {
+		var c string
+		rows.Scan(&c)
+		checked = append(checked, c)
+	}
+	if len(checked) != 1 || checked[0] != "agent pending has the owner decided on Acme yet?" {
+		t.Fatalf("audited checks: %q, want the one with a rationale", checked)
 	}
 	if resp, p := e.api("POST", "/api/v1/proposals/"+id+"/apply", user, nil); resp.StatusCode != http.StatusOK || p["status"] != "applied" {
 		t.Fatalf("the owner applies: %d %v", resp.StatusCode, p)
 	}
-	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id})
+	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id, "rationale": "see whether Acme's upgrade ran"})
 	if res.IsError || structured(t, res)["status"] != "applied" || !strings.Contains(text, `"tier":"gold"`) {
 		t.Fatalf("check after apply: %s", text)
 	}
@@ -231,7 +247,7 @@ func TestMCP_ChangeInApproveModeWaitsForTheOwnerThenCheckProposalReadsIt(t *test
 	if resp, _ := e.api("POST", "/api/v1/proposals/"+id+"/reject", user, map[string]any{"reason": "Beta is not a customer"}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("reject: %d", resp.StatusCode)
 	}
-	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id})
+	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id, "rationale": "see whether Beta was created"})
 	if !res.IsError || !strings.Contains(text, "Beta is not a customer") {
 		t.Fatalf("check after reject: %s", text)
 	}

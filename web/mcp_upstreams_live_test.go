@@ -207,7 +207,7 @@ func TestMCPUpstreams_AWaitingCallDoesNotRunOnceItsToolDrifted(t *testing.T) {
 	if p["status"] != "failed" || !strings.Contains(msg, "files.note is held: its description and input schema changed upstream") {
 		t.Fatalf("the failure does not name the drift: %d %v", resp.StatusCode, p)
 	}
-	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id})
+	res, text = callTool(t, s, "check_proposal", map[string]any{"proposal_id": id, "rationale": "see whether the call was decided"})
 	if !res.IsError || !strings.Contains(text, "changed upstream") {
 		t.Fatalf("check_proposal: %s", text)
 	}

@@ -65,11 +65,12 @@ func TestAPI_NotebookCellsFollowTheTrustLevel(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted || p["disposition"] != "confirm" {
 		t.Fatalf("trusted delete: %d %v", resp.StatusCode, p)
 	}
-	// Autonomous: everything runs.
+	// Autonomous: every cell runs as far as the notebook goes, but a
+	// delete is high risk (ADR-036), so it still waits for an approver.
 	e.api("PATCH", base, user, map[string]any{"trust_level": "autonomous"})
 	resp, p = e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.delete",
 		"arguments": map[string]any{"collection": "c", "key": "b"}, "rationale": "remove the stale record", "idempotency_key": "delete-b-00000000001"})
-	if resp.StatusCode != http.StatusOK || p["disposition"] != "auto" || p["status"] != "applied" {
+	if resp.StatusCode != http.StatusAccepted || p["disposition"] != "auto" || p["status"] != "pending_approval" || p["requires_human_approval"] != true {
 		t.Fatalf("autonomous delete: %d %v", resp.StatusCode, p)
 	}
 	// The cells, in order.
@@ -219,8 +220,9 @@ func TestNotebookPage_AddCellsFromTheFormRunAskAndDiscard(t *testing.T) {
 		t.Fatalf("the postflight does not show the edited value:\n%s", frag)
 	}
 
-	// Discard, without a reason: the agent reads a default one.
-	add("records.delete", url.Values{"arg.collection": {"c"}, "arg.key": {"k"}})
+	// Discard, without a reason: the agent reads a default one. (Not a
+	// delete: high risk, it waits for an approver, not the owner.)
+	add("notes.append", url.Values{"arg.collection": {"c"}, "arg.key": {"k"}, "arg.text": {"called back"}})
 	_, frag = owner.get(path + "/cells?after=3")
 	id = regexp.MustCompile(`id="proposal-([0-9a-f-]{36})"`).FindStringSubmatch(frag)[1]
 	resp, frag = owner.postForm("/proposals/"+id+"/reject", url.Values{"discard": {"1"}})

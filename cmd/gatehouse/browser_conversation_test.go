@@ -44,9 +44,11 @@ func TestBrowser_ToggleModeApproveAndRejectCards(t *testing.T) {
 	base := s.URL + "/api/v1/conversations/" + conv["id"].(string)
 	put := postJSON(t, base+"/tool-calls", agent, map[string]any{"tool": "records.put",
 		"arguments": map[string]any{"collection": "clients", "key": "acme", "value": map[string]any{"tier": "gold"}}, "rationale": "the user said Acme is gold"})
-	del := postJSON(t, base+"/tool-calls", agent, map[string]any{"tool": "records.delete",
-		"arguments": map[string]any{"collection": "clients", "key": "old"}, "rationale": "clean up an old client",
-		"idempotency_key": "delete-old-client-001"})
+	// A note, not a delete: records.delete is high risk, so its call
+	// waits for an approver, not on the owner's card.
+	del := postJSON(t, base+"/tool-calls", agent, map[string]any{"tool": "notes.append",
+		"arguments": map[string]any{"collection": "clients", "key": "old", "text": "an old client"}, "rationale": "clean up an old client",
+		"idempotency_key": "note-old-client-0001"})
 
 	ctx := browser(t)
 	signInBrowser(t, ctx, s.URL, "root@example.com", "the admin's password")
@@ -81,7 +83,7 @@ func TestBrowser_ToggleModeApproveAndRejectCards(t *testing.T) {
 		t.Fatalf("result shows %q", got)
 	}
 
-	// Reject the delete with a reason.
+	// Reject the note with a reason.
 	delCard := `#proposal-` + del["proposal_id"].(string)
 	err = chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(delCard+` [data-testid=reject-reason]`), "keep it for the audit"),

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
@@ -23,6 +24,7 @@ import (
 // an approval packet waiting for an approver.
 type lookSeed struct {
 	s                                 *server
+	dsn                               string
 	agent, user                       string
 	conv, notebook, packet            string
 	put, del, edited, rejected, email string
@@ -36,13 +38,14 @@ const (
 
 func seedLook(t *testing.T) lookSeed {
 	t.Helper()
+	dsn := dbtest.MustURL(t)
 	s := startServer(t, map[string]string{
-		"DATABASE_URL":             dbtest.MustURL(t),
+		"DATABASE_URL":             dsn,
 		"GATEHOUSE_ADMIN_EMAIL":    lookAdmin,
 		"GATEHOUSE_ADMIN_PASSWORD": lookPassword,
 	})
 	s.cli(t, "the approver's password\n", "user", "create", "--email", lookApprover, "--role", "approver")
-	d := lookSeed{s: s}
+	d := lookSeed{s: s, dsn: dsn}
 	d.agent = strings.TrimSpace(s.cli(t, "", "token", "create", "--email", lookAdmin, "--kind", "agent", "--name", "support-assistant"))
 	d.user = strings.TrimSpace(s.cli(t, "", "token", "create", "--email", lookAdmin, "--kind", "user", "--name", "dana-cli"))
 
@@ -88,6 +91,23 @@ func seedLook(t *testing.T) lookSeed {
 	return d
 }
 
+// autoApproveHighRisk turns the workspace's auto_approve_high_risk on. The
+// built-in deletes are high risk (ADR-036), so by default an approver
+// decides them; a test of the owner's own card for a delete, or of an
+// autonomous notebook running one, needs the scope alone to hold them.
+func autoApproveHighRisk(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE workspaces SET auto_approve_high_risk = true"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // signedIn is a browser signed in as the workspace admin.
 func (d lookSeed) signedIn(t *testing.T) context.Context {
 	t.Helper()
@@ -101,7 +121,13 @@ func (d lookSeed) signedIn(t *testing.T) context.Context {
 func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 	d := seedLook(t)
 	ctx := d.signedIn(t)
-	card := "#proposal-" + d.del
+	// The seed's delete waits for an approver (high risk); with high risk
+	// auto-approved, a new one waits on the owner's card.
+	autoApproveHighRisk(t, d.dsn)
+	del := postJSON(t, d.s.URL+"/api/v1/conversations/"+d.conv+"/tool-calls", d.agent, map[string]any{"tool": "records.delete",
+		"arguments": map[string]any{"collection": "clients", "key": "acme-trial"}, "rationale": "the trial record is obsolete now that Acme pays",
+		"idempotency_key": "delete-acme-trial-0002"})["proposal_id"].(string)
+	card := "#proposal-" + del
 	step(t, ctx, "open the dialog",
 		chromedp.Navigate(d.s.URL+"/conversations/"+d.conv),
 		chromedp.WaitVisible(chromedp.CSS(card+`[data-status=pending] [data-testid=approve]`)),
@@ -141,7 +167,7 @@ func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 		chromedp.WaitNotVisible(chromedp.CSS(`[data-testid=irreversible-dialog]`)),
 		chromedp.WaitVisible(chromedp.CSS(card+`[data-status=pending] [data-testid=approve]`)),
 	)
-	if status, p := getJSON(t, d.s.URL+"/api/v1/proposals/"+d.del, d.agent); status != http.StatusOK || p["status"] != "pending" {
+	if status, p := getJSON(t, d.s.URL+"/api/v1/proposals/"+del, d.agent); status != http.StatusOK || p["status"] != "pending" {
 		t.Fatalf("after cancelling the delete is %d %v", status, p["status"])
 	}
 	// Confirm: the call runs and the card says who approved it. Asked
@@ -162,7 +188,7 @@ func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 	if got := mustText(t, ctx, card+` [data-testid=decided-by]`); !strings.Contains(got, "Approved by "+lookAdmin) {
 		t.Fatalf("decided line %q", got)
 	}
-	if status, p := getJSON(t, d.s.URL+"/api/v1/proposals/"+d.del, d.agent); status != http.StatusOK || p["status"] != "applied" {
+	if status, p := getJSON(t, d.s.URL+"/api/v1/proposals/"+del, d.agent); status != http.StatusOK || p["status"] != "applied" {
 		t.Fatalf("after confirming the delete is %d %v", status, p["status"])
 	}
 

@@ -15,12 +15,16 @@ import (
 // The owner sets a notebook to trusted: a mutating cell runs without
 // asking, a destructive cell still asks, and Run performs it.
 func TestBrowser_TrustedNotebookRunsChangesAndAsksForDeletes(t *testing.T) {
+	dsn := dbtest.MustURL(t)
 	s := startServer(t, map[string]string{
-		"DATABASE_URL":             dbtest.MustURL(t),
+		"DATABASE_URL":             dsn,
 		"GATEHOUSE_ADMIN_EMAIL":    "root@example.com",
 		"GATEHOUSE_ADMIN_PASSWORD": "the admin's password",
 	})
 	agent := strings.TrimSpace(s.cli(t, "", "token", "create", "--email", "root@example.com", "--kind", "agent", "--name", "bot"))
+	// records.delete is high risk: auto-approved here, so the trust level
+	// alone decides who runs it.
+	autoApproveHighRisk(t, dsn)
 
 	ctx := browser(t)
 	signInBrowser(t, ctx, s.URL, "root@example.com", "the admin's password")

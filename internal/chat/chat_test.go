@@ -276,7 +276,8 @@ func TestTurn_DestructiveCallWaitsInBothModes(t *testing.T) {
 			s := f.instance(t)
 			turn := f.start(t, s, "Delete note a")
 			wantState(t, turn, chat.StateWaiting)
-			if p := f.proposal(t, turn.Calls[0].ProposalID); p.Status != proposals.StatusPending {
+			// records.delete is high risk (ADR-036): it waits for an approver.
+			if p := f.proposal(t, turn.Calls[0].ProposalID); p.Status != proposals.StatusPendingApproval {
 				t.Fatalf("destructive call is %s in %s mode", p.Status, mode)
 			}
 		})

@@ -41,7 +41,7 @@ func (g *Gateway) mcpTool(t *tools.Tool) *sdk.Tool {
 	return &sdk.Tool{
 		Name:        t.Name,
 		Title:       toolTitle(t),
-		Description: toolDescription(t),
+		Description: toolDescription(t, g.registry.Classes()),
 		InputSchema: inputSchema(t),
 		Annotations: g.annotations(t),
 	}
@@ -76,23 +76,35 @@ func capitalize(s string) string {
 func CheatsheetURI(tool string) string { return "gatehouse://tools/" + tool + "/cheatsheet" }
 
 // toolDescription is the tool's description, opened by its cheatsheet's
-// address when it has one, and closed by how Gatehouse decides its calls.
-func toolDescription(t *tools.Tool) string {
+// address when it has one, and closed by how Gatehouse decides its calls
+// (a human-only class first, then high risk: those gates hold whatever
+// the mode).
+func toolDescription(t *tools.Tool, classes *policy.ClassRegistry) string {
 	var b strings.Builder
 	if t.Cheatsheet != "" {
-		// ADR-036's wording.
-		fmt.Fprintf(&b, "Before any write or non-trivial query, fetch %s first. Do NOT guess property names or association types. ", CheatsheetURI(t.Name))
+		b.WriteString(tools.CheatsheetFirst(CheatsheetURI(t.Name)) + " ")
 	}
 	b.WriteString(t.Description)
-	switch t.Effect {
-	case policy.EffectRead:
+	group, _ := classes.Group(t.Contract.ActionClass)
+	switch {
+	case group == policy.GroupHumanOnly:
+		b.WriteString(" (Gatehouse: human-only; the principal performs it, never the agent.)")
+	case t.Contract.Risk == policy.RiskHigh:
+		b.WriteString(" (Gatehouse: high risk; every call waits for an approver unless the workspace auto-approves high risk.)")
+	case t.Effect == policy.EffectRead:
 		b.WriteString(" (Gatehouse: a read; it runs at once.)")
-	case policy.EffectMutate:
+	case t.Effect == policy.EffectMutate:
 		b.WriteString(" (Gatehouse: a change; it runs at once where the owner allows it, otherwise it waits for their confirmation.)")
-	case policy.EffectDestructive:
+	case t.Effect == policy.EffectDestructive:
 		b.WriteString(" (Gatehouse: destructive; a person confirms every call.)")
 	}
 	return b.String()
+}
+
+// rationaleSchema is the rationale every tool takes, check_proposal too.
+func rationaleSchema() map[string]any {
+	return map[string]any{"type": "string", "minLength": 10, "maxLength": 500,
+		"description": "Why you make this call, for the person who reviews it and for the audit log (10 to 500 characters)."}
 }
 
 // inputSchema is the tool's argument schema with Gatehouse's own
@@ -108,8 +120,7 @@ func inputSchema(t *tools.Tool) map[string]any {
 		props = map[string]any{}
 	}
 	required, _ := schema["required"].([]any)
-	props[argRationale] = map[string]any{"type": "string", "minLength": 10, "maxLength": 500,
-		"description": "Why you make this call, for the person who reviews it and for the audit log (10 to 500 characters)."}
+	props[argRationale] = rationaleSchema()
 	required = append(required, argRationale)
 	if t.Contract.Idempotency.Required {
 		props[argIdempotencyKey] = map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$",
@@ -151,9 +162,12 @@ func checkProposalTool() *sdk.Tool {
 		Name:  CheckProposalTool,
 		Title: "Check a proposal",
 		Description: "Read what became of a call that waited (for the owner's confirmation or an approver): " +
-			"its status, and its result or why it did not run. Pass the proposal id the call returned.",
-		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"proposal_id"},
-			"properties": map[string]any{"proposal_id": map[string]any{"type": "string", "format": "uuid", "description": "The proposal id a tool call returned"}}},
+			"its status, and its result or why it did not run. Pass the proposal id the call returned, and a rationale like every call.",
+		// A rationale like every tool (ADR-036 Decision 1), kept in the
+		// audit log with the check.
+		InputSchema: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"proposal_id", argRationale},
+			"properties": map[string]any{"proposal_id": map[string]any{"type": "string", "format": "uuid", "description": "The proposal id a tool call returned"},
+				argRationale: rationaleSchema()}},
 		Annotations: &sdk.ToolAnnotations{Title: "Check a proposal", ReadOnlyHint: true, DestructiveHint: &closed, IdempotentHint: true, OpenWorldHint: &closed},
 	}
 }
@@ -364,7 +378,8 @@ func (s *session) replay(ctx context.Context, p auth.Principal, stored proposals
 	return toolError("This idempotency key was used for a call whose answer cannot be read here; use a new key for a new call.", nil)
 }
 
-// checkProposal handles check_proposal.
+// checkProposal handles check_proposal: the proposal's outcome, read
+// with a rationale like every other tool (ADR-036), which is audited.
 func (s *session) checkProposal(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	p, ok := principalOf(req.Extra)
 	if !ok {
@@ -372,15 +387,20 @@ func (s *session) checkProposal(ctx context.Context, req *sdk.CallToolRequest) (
 	}
 	var in struct {
 		ProposalID string `json:"proposal_id"`
+		Rationale  string `json:"rationale"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.ProposalID == "" {
 		return toolError("Pass the proposal_id a tool call returned.", nil), nil
+	}
+	if n := utf8.RuneCountInString(strings.TrimSpace(in.Rationale)); n < 10 || n > 500 {
+		return toolError("The proposal was not read: give a rationale of 10 to 500 characters saying why you check it now (the argument \"rationale\").",
+			map[string]any{"code": "invalid", "errors": []map[string]string{{"field": argRationale, "message": "must have 10 to 500 characters"}}}), nil
 	}
 	id, err := parseUUID(in.ProposalID)
 	if err != nil {
 		return s.refused(proposals.ErrNotFound), nil
 	}
-	prop, err := s.g.props.Get(ctx, p, id)
+	prop, err := s.g.props.Check(ctx, p, id, strings.TrimSpace(in.Rationale))
 	if err != nil {
 		return s.refused(err), nil
 	}

@@ -55,6 +55,9 @@ func TestApply_OwnerEditOverAThresholdOpensAPacketAndRunsNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
+	// records.bulk_delete is high risk: auto-approved here, so only the
+	// contract's threshold sends it to an approver.
+	f.setWorkspace(t, "auto_approve_high_risk = true")
 	conv := f.conversation(t, "")
 	f.putRecords(t, conv, "ka", "kb", "kc", "kd", "ke", "kf", "kg", "kh", "ki", "kj", "kk")
 	p, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.bulk_delete", `{"collection": "c", "keys": ["ka", "kb"]}`))

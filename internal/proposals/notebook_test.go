@@ -58,6 +58,9 @@ func TestNotebook_RaisingTrustBetweenProposalsChangesTheOutcome(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	nb := proposals.InNotebook(f.notebook(t))
+	// The trust matrix alone: records.delete is high risk, which would
+	// send it to an approver at every trust level unless auto-approved.
+	f.setWorkspace(t, "auto_approve_high_risk = true")
 
 	steps := []struct {
 		trust      policy.TrustLevel // set before the call; "" keeps it

@@ -144,13 +144,14 @@ func TestPropose_ModeToggleBetweenProposalsChangesDisposition(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("auto-applied put wrote %d records", n)
 	}
-	// Destructive calls ask even in auto.
+	// Destructive calls ask even in auto: the scope gate wants the owner,
+	// and records.delete's high risk an approver (ADR-036), the stricter.
 	del, err := f.props.Propose(ctx, f.agent, proposals.InConversation(conv), call("records.delete", `{"collection":"c","key":"k2"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if del.Disposition != string(policy.Propose) || del.Status != proposals.StatusPending {
-		t.Fatalf("destructive in auto: %s %s", del.Disposition, del.Status)
+	if del.Disposition != string(policy.Propose) || del.Status != proposals.StatusPendingApproval || del.Decision.Disposition != "defer" || layer(del.Decision, policy.LayerScope).State != policy.StateReviewRequired {
+		t.Fatalf("destructive in auto: %s %s %+v", del.Disposition, del.Status, del.Decision)
 	}
 	// Reads run at once in approve mode too.
 	f.setMode(t, conv, "approve")
@@ -259,6 +260,9 @@ func TestReject_ReasonReachesTheAgent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
+	// records.delete is high risk: with high risk auto-approved, it waits
+	// for the owner's card, which the owner rejects.
+	f.setWorkspace(t, "auto_approve_high_risk = true")
 	p, err := f.props.Propose(ctx, f.agent, proposals.InConversation(f.conversation(t, "")), call("records.delete", `{"collection":"c","key":"k"}`))
 	if err != nil {
 		t.Fatal(err)

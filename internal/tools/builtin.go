@@ -59,7 +59,8 @@ func Builtin(opts ...Option) (*Registry, error) {
 				"a shorter one at the start of a key. At most 50 records.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["query"],
 				"properties": {"query": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Text to find: 3 characters or more anywhere in keys and values; 1 or 2 at the start of a key"}, "collection": ` + collectionSchema + `}}`),
-			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
+			// Risk low, ADR-036 rule "low: read-only operations".
+			Contract: Contract{Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: "read.context"},
 			Execute:  searchRecords,
 		},
 		{
@@ -67,7 +68,8 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Description: "Read one record by collection and key.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `}}`),
-			Contract: Contract{Authority: policy.AuthorityRead, ActionClass: "read.context"},
+			// Risk low, ADR-036 rule "low: read-only operations".
+			Contract: Contract{Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: "read.context"},
 			Execute:  getRecord,
 		},
 		{
@@ -75,7 +77,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Description: "Create or replace a record's value (upsert by collection and key).",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "value"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "value": {"type": "object", "description": "The new value: any JSON object"}}}`),
-			Contract: Contract{Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local",
+			// Risk medium, ADR-036 rule "medium: write operations on internal
+			// records" (an upsert of the workspace's own record).
+			Contract: Contract{Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
 				Idempotency: Idempotency{KeyFields: []string{"collection", "key"}}},
 			Execute: putRecord,
 		},
@@ -84,7 +88,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Description: "Append a note to an existing record.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key", "text"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `, "text": {"type": "string", "minLength": 1, "maxLength": 5000, "description": "The note to append"}}}`),
-			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, ActionClass: "tool.call.local",
+			// Risk medium, ADR-036 rule "medium: write operations on internal
+			// records" (it adds to a record, it removes nothing).
+			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
 				Idempotency: Idempotency{Required: true}},
 			Execute: appendNote,
 		},
@@ -93,10 +99,12 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Description: "Delete a record. It cannot be undone.",
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `}}`),
-			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
+			// Risk high, ADR-036 rule "high: destructive operations" (it
+			// cannot be undone): the risk gate sends each call to an approver.
+			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "tool.call.local",
 				Idempotency: Idempotency{Required: true},
-				Gating: Gating{NotGatedReason: "The records are the workspace's own; the owner's confirm card, " +
-					"shown for this tool in every conversation mode, is the human gate."}},
+				Gating: Gating{NotGatedReason: "Its high risk is the human gate: every call waits for an approver unless the workspace " +
+					"auto-approves high risk, and then for the owner's confirm card, shown for this tool in every mode."}},
 			Execute: deleteRecord,
 		},
 		email,
@@ -106,7 +114,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["url", "payload"],
 				"properties": {"url": {"type": "string", "pattern": "^https?://", "maxLength": 2000, "description": "The webhook's http or https URL; its host must be on the workspace's allowlist"},
 					"payload": {"type": "object", "description": "The JSON object to post"}}}`),
-			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: ClassWebhookPost,
+			// Risk high, ADR-036 rule "high: external-messaging operations"
+			// (it sends the payload outside the workspace).
+			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: ClassWebhookPost,
 				Idempotency:          Idempotency{Required: true},
 				RateLimits:           RateLimits{PerAgentPerMinute: 30},
 				WorkspaceConstraints: webhookConstraints,
@@ -120,7 +130,10 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "keys"],
 				"properties": {"collection": ` + collectionSchema + `,
 					"keys": {"type": "array", "items": ` + keySchema + `, "minItems": 1, "maxItems": 1000, "uniqueItems": true, "description": "The keys of the records to delete, each once"}}}`),
-			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
+			// Risk high, ADR-036 rule "high: destructive operations" (it
+			// cannot be undone); more than ten keys also need the contract's
+			// approver.
+			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "tool.call.local",
 				Idempotency: Idempotency{Required: true},
 				Gating:      Gating{Threshold: "count(keys) > 10"},
 				Summarize: func(a map[string]any) string {
@@ -136,6 +149,7 @@ func Builtin(opts ...Option) (*Registry, error) {
 				"properties": {"amount": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e9, "multipleOf": 0.01, "description": "The amount, in the currency's units, to the cent"},
 					"currency": {"type": "string", "pattern": "^[A-Z]{3}$", "description": "The ISO 4217 currency code, such as EUR"},
 					"payee": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Who is paid"}}}`),
+			// Risk high, ADR-036 rule "high: financial operations".
 			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "payment.initiate",
 				Idempotency: Idempotency{Required: true},
 				Gating:      Gating{Required: true, ApproverRole: "admin"},
@@ -163,6 +177,9 @@ func emailTool() Tool {
 			"properties": {"to": {"type": "string", "pattern": "^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", "maxLength": 254, "description": "The recipient's email address"},
 				"subject": {"type": "string", "minLength": 1, "maxLength": 200, "description": "The subject line"},
 				"body": {"type": "string", "minLength": 1, "maxLength": 20000, "description": "The message, as plain text"}}}`),
+		// Risk high, ADR-036 rule "high: external-messaging operations"
+		// (aws_ses_send, gmail send): internal mail too, since the rule
+		// names the operation, not the recipient.
 		Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh,
 			Classify: classifyEmail, ActionClasses: []string{ClassEmailInternal, ClassEmailExternal},
 			Idempotency: Idempotency{Required: true},

@@ -1,5 +1,13 @@
 package tools
 
+// CheatsheetFirst is how the description of a tool with a cheatsheet
+// opens: ADR-036's sentence (Decision 4, the Notion pattern), with at the
+// cheatsheet's address for the reader (the MCP resource's URI, or the REST
+// URL).
+func CheatsheetFirst(at string) string {
+	return "Before any write or non-trivial query, fetch " + at + " first. Do NOT guess property names or association types."
+}
+
 // builtinCheatsheets are the built-in tools' cheatsheets: what an agent
 // should know before it writes with each (served at
 // gatehouse://tools/<name>/cheatsheet and GET /api/v1/tools/<name>/cheatsheet).
@@ -29,12 +37,12 @@ var builtinCheatsheets = map[string]string{
 	"records.delete": `# records.delete
 
 - Deletes one record. **It cannot be undone**: read the record first and say in the rationale why it must go.
-- Destructive: the owner confirms every call, in every mode. Needs an ` + "`idempotency_key`" + `.
+- High risk (destructive): every call waits for an approver unless the workspace auto-approves high risk, and then for the owner's confirmation, in every mode. Needs an ` + "`idempotency_key`" + `.
 `,
 	"records.bulk_delete": `# records.bulk_delete
 
 - Deletes up to 1000 records of one collection, each key once. **It cannot be undone.**
-- More than ten keys need an approver; the owner confirms every call. Needs an ` + "`idempotency_key`" + `.
+- High risk (destructive): every call waits for an approver unless the workspace auto-approves high risk, and then for the owner's confirmation; more than ten keys need an approver in any case. Needs an ` + "`idempotency_key`" + `.
 - Prefer a few precise calls over one broad one, and list exactly the keys you read.
 `,
 	"email.send": `# email.send
@@ -47,6 +55,7 @@ var builtinCheatsheets = map[string]string{
 	"webhook.post": `# webhook.post
 
 - POSTs ` + "`payload`" + ` (a JSON object) to ` + "`url`" + `, whose host must be on the workspace's webhook allowlist; any answer but 2xx fails the call.
+- High risk (the payload leaves the workspace): every call waits for an approver unless the workspace auto-approves high risk. A host off the allowlist is refused at once, before any approver sees it.
 - Not idempotent: send an ` + "`idempotency_key`" + `. At most 30 calls a minute per caller.
 `,
 	"payment.initiate": `# payment.initiate

@@ -2276,7 +2276,9 @@ type Tool struct {
 	CheatsheetUrl *string `json:"cheatsheet_url,omitempty"`
 
 	// Contract What the tool promises and what the gateway enforces for it.
-	Contract    *Contract              `json:"contract,omitempty"`
+	Contract *Contract `json:"contract,omitempty"`
+
+	// Description Opens with ADR-036's 'Before any write or non-trivial query, fetch <cheatsheet_url> first. Do NOT guess property names or association types.' when the tool has a cheatsheet.
 	Description string                 `json:"description"`
 	Effect      ToolEffect             `json:"effect"`
 	InputSchema map[string]interface{} `json:"input_schema"`
