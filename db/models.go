@@ -663,6 +663,7 @@ type Workspace struct {
 	EscalateAfterMinutes int32
 	EscalateToRole       pgtype.Text
 	ApprovalQuorums      json.RawMessage
+	ConfirmRunsHighRisk  bool
 }
 
 type WorkspaceMember struct {

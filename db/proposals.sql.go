@@ -1027,7 +1027,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 }
 
 const readConversationForDecision = `-- name: ReadConversationForDecision :one
-SELECT c.permission_mode, c.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
+SELECT c.permission_mode, c.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.confirm_runs_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
        (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
                                             'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
@@ -1053,6 +1053,7 @@ type ReadConversationForDecisionRow struct {
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
+	ConfirmRunsHighRisk bool
 	RationaleMinLength  int32
 	RationaleMode       string
 	RationaleWarnUntil  *time.Time
@@ -1083,6 +1084,7 @@ func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConve
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.AutoApproveHighRisk,
+		&i.ConfirmRunsHighRisk,
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,
@@ -1093,7 +1095,7 @@ func (q *Queries) ReadConversationForDecision(ctx context.Context, arg ReadConve
 }
 
 const readNotebookForDecision = `-- name: ReadNotebookForDecision :one
-SELECT n.trust_level, n.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
+SELECT n.trust_level, n.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.confirm_runs_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
        (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
                                             'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
@@ -1119,6 +1121,7 @@ type ReadNotebookForDecisionRow struct {
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
+	ConfirmRunsHighRisk bool
 	RationaleMinLength  int32
 	RationaleMode       string
 	RationaleWarnUntil  *time.Time
@@ -1141,6 +1144,7 @@ func (q *Queries) ReadNotebookForDecision(ctx context.Context, arg ReadNotebookF
 		&i.InternalDomains,
 		&i.WebhookAllowlist,
 		&i.AutoApproveHighRisk,
+		&i.ConfirmRunsHighRisk,
 		&i.RationaleMinLength,
 		&i.RationaleMode,
 		&i.RationaleWarnUntil,

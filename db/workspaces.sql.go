@@ -17,7 +17,7 @@ import (
 const ensureWorkspace = `-- name: EnsureWorkspace :one
 INSERT INTO workspaces (slug, name) VALUES ($1, $2)
 ON CONFLICT (slug) DO UPDATE SET slug = EXCLUDED.slug
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums, confirm_runs_high_risk
 `
 
 type EnsureWorkspaceParams struct {
@@ -43,12 +43,13 @@ func (q *Queries) EnsureWorkspace(ctx context.Context, arg EnsureWorkspaceParams
 		&i.EscalateAfterMinutes,
 		&i.EscalateToRole,
 		&i.ApprovalQuorums,
+		&i.ConfirmRunsHighRisk,
 	)
 	return i, err
 }
 
 const getWorkspace = `-- name: GetWorkspace :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums FROM workspaces WHERE id = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums, confirm_runs_high_risk FROM workspaces WHERE id = $1
 `
 
 func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -68,12 +69,13 @@ func (q *Queries) GetWorkspace(ctx context.Context, id uuid.UUID) (Workspace, er
 		&i.EscalateAfterMinutes,
 		&i.EscalateToRole,
 		&i.ApprovalQuorums,
+		&i.ConfirmRunsHighRisk,
 	)
 	return i, err
 }
 
 const getWorkspaceBySlug = `-- name: GetWorkspaceBySlug :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums FROM workspaces WHERE slug = $1
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums, confirm_runs_high_risk FROM workspaces WHERE slug = $1
 `
 
 func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspace, error) {
@@ -93,12 +95,13 @@ func (q *Queries) GetWorkspaceBySlug(ctx context.Context, slug string) (Workspac
 		&i.EscalateAfterMinutes,
 		&i.EscalateToRole,
 		&i.ApprovalQuorums,
+		&i.ConfirmRunsHighRisk,
 	)
 	return i, err
 }
 
 const getWorkspaceForUpdate = `-- name: GetWorkspaceForUpdate :one
-SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums FROM workspaces WHERE id = $1 FOR UPDATE
+SELECT id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums, confirm_runs_high_risk FROM workspaces WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Workspace, error) {
@@ -118,15 +121,16 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 		&i.EscalateAfterMinutes,
 		&i.EscalateToRole,
 		&i.ApprovalQuorums,
+		&i.ConfirmRunsHighRisk,
 	)
 	return i, err
 }
 
 const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
 UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5,
-    rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10
+    rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10, confirm_runs_high_risk = $11
 WHERE id = $1
-RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums
+RETURNING id, slug, name, auto_approve_high_risk, created_at, internal_domains, webhook_allowlist, rationale_min_length, rationale_mode, rationale_warn_until, escalate_after_minutes, escalate_to_role, approval_quorums, confirm_runs_high_risk
 `
 
 type UpdateWorkspaceSettingsParams struct {
@@ -140,6 +144,7 @@ type UpdateWorkspaceSettingsParams struct {
 	EscalateAfterMinutes int32
 	EscalateToRole       pgtype.Text
 	ApprovalQuorums      json.RawMessage
+	ConfirmRunsHighRisk  bool
 }
 
 func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspaceSettingsParams) (Workspace, error) {
@@ -154,6 +159,7 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		arg.EscalateAfterMinutes,
 		arg.EscalateToRole,
 		arg.ApprovalQuorums,
+		arg.ConfirmRunsHighRisk,
 	)
 	var i Workspace
 	err := row.Scan(
@@ -170,6 +176,7 @@ func (q *Queries) UpdateWorkspaceSettings(ctx context.Context, arg UpdateWorkspa
 		&i.EscalateAfterMinutes,
 		&i.EscalateToRole,
 		&i.ApprovalQuorums,
+		&i.ConfirmRunsHighRisk,
 	)
 	return i, err
 }

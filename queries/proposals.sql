@@ -106,7 +106,7 @@ LIMIT 100;
 -- grants_live_idx: every relation a statement names costs each call its
 -- executor start-up, so the grantor's email and whether they still hold
 -- the grant's role are read when a grant is used (UseGrant).
-SELECT c.permission_mode, c.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
+SELECT c.permission_mode, c.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.confirm_runs_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
        (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
                                             'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,
@@ -120,7 +120,7 @@ WHERE c.id = sqlc.arg(id) AND c.workspace_id = sqlc.arg(workspace_id) AND c.owne
 
 -- name: ReadNotebookForDecision :one
 -- The same for a cell in a notebook: its trust level.
-SELECT n.trust_level, n.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
+SELECT n.trust_level, n.environment, w.internal_domains, w.webhook_allowlist, w.auto_approve_high_risk, w.confirm_runs_high_risk, w.rationale_min_length, w.rationale_mode, w.rationale_warn_until,
        ARRAY(SELECT DISTINCT v.action_class FROM trust_violations v WHERE v.workspace_id = w.id AND v.cleared_at IS NULL)::text[] AS open_violations,
        (SELECT jsonb_agg(jsonb_build_object('id', g.id, 'granted_by', g.granted_by, 'tool', g.tool, 'action_class', g.action_class,
                                             'ceiling', g.ceiling, 'role', g.approver_role, 'bounds', g.bounds, 'remaining', g.remaining,

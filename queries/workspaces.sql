@@ -15,6 +15,6 @@ SELECT * FROM workspaces WHERE id = $1 FOR UPDATE;
 
 -- name: UpdateWorkspaceSettings :one
 UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5,
-    rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10
+    rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10, confirm_runs_high_risk = $11
 WHERE id = $1
 RETURNING *;

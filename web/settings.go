@@ -21,7 +21,7 @@ func (s *Server) settingsPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: st.AutoApproveHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
+	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: st.AutoApproveHighRisk, ConfirmRunsHighRisk: st.ConfirmRunsHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
 		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1",
 		RationaleMode: st.RationaleMode}
 	if r := st.Approvals; r != nil {
@@ -41,7 +41,7 @@ func (s *Server) saveSettings(c echo.Context) error {
 		return err // only admins get as far as the form's errors
 	}
 	internal, webhook := c.FormValue("internal_domains"), c.FormValue("webhook_allowlist")
-	next := settings.Settings{AutoApproveHighRisk: c.FormValue("auto_approve_high_risk") != ""}
+	next := settings.Settings{AutoApproveHighRisk: c.FormValue("auto_approve_high_risk") != "", ConfirmRunsHighRisk: c.FormValue("confirm_runs_high_risk") != ""}
 	var errs []error
 	var err error
 	if next.InternalDomains, err = settings.Domains("internal_domains", internal); err != nil {
@@ -96,7 +96,7 @@ func (s *Server) saveSettings(c echo.Context) error {
 		}
 		errs = append(errs, err)
 	}
-	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: next.AutoApproveHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
+	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: next.AutoApproveHighRisk, ConfirmRunsHighRisk: next.ConfirmRunsHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
 		RationaleMode: next.RationaleMode, RationaleWarnUntil: until, Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{},
 		EscalateAfterMinutes: after, EscalateToRole: to, ApprovalQuorums: quorums}
 	for _, e := range errs {

@@ -144,6 +144,10 @@ type Call struct {
 	ApproverRole string `json:"approver_role,omitempty"`
 	// AutoApproveHighRisk is the workspace setting; false by default.
 	AutoApproveHighRisk bool `json:"auto_approve_high_risk"`
+	// ConfirmedHighRisk: the caller sent confirm: true with a high-risk
+	// call, and the workspace lets that stand in for an approver
+	// (confirm_runs_high_risk). It waives the risk gate only.
+	ConfirmedHighRisk bool `json:"confirmed_high_risk,omitempty"`
 	// OpenViolation is set when the action class has an open trust
 	// violation.
 	OpenViolation bool `json:"open_violation"`
@@ -252,6 +256,8 @@ func RiskLayer(c Call) Verdict {
 	switch {
 	case !c.Risk.Valid():
 		return Verdict{LayerRisk, StateDeferred, fmt.Sprintf("Risk %q is not known, so the call waits for an approver.", c.Risk)}
+	case c.Risk == RiskHigh && c.ConfirmedHighRisk && !c.AutoApproveHighRisk:
+		return Verdict{LayerRisk, StateAllowed, "The caller confirmed this high-risk call (confirm: true), which the workspace lets stand in for an approver."}
 	case c.Risk == RiskHigh && !c.AutoApproveHighRisk:
 		return Verdict{LayerRisk, StateDeferred, "High-risk calls wait for an approver unless the workspace auto-approves them."}
 	case c.Risk == RiskHigh:

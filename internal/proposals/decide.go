@@ -99,7 +99,10 @@ func (s *Service) decideOn(rc decisionRows, p auth.Principal, scope Scope, tool 
 		HumanGated: tool.Contract.Gating.Required, ThresholdExceeded: tool.ThresholdExceeded(argMap),
 		ApproverRole:        tool.Contract.Gating.ApproverRole,
 		AutoApproveHighRisk: ws.AutoApproveHighRisk,
-		Constraints:         names,
+		// ADR-036's confirm: true on a high-risk call, where the workspace
+		// opted in (the risk gate only; never at effect after a person).
+		ConfirmedHighRisk: rc.confirm && ws.ConfirmRunsHighRisk && tool.Contract.Risk == policy.RiskHigh,
+		Constraints:       names,
 		// An open trust violation on the class holds it for review until
 		// the principal clears it.
 		OpenViolation: slices.Contains(rc.openViolations, class),
@@ -121,6 +124,9 @@ func (s *Service) decideOn(rc decisionRows, p auth.Principal, scope Scope, tool 
 
 // decisionRows is what the decision reads from the database.
 type decisionRows struct {
+	// confirm is the call's confirm: true (not read: the caller sets it
+	// before deciding a call as proposed).
+	confirm      bool
 	scope        scopeDecision
 	ws           tools.Workspace
 	rationaleMin int
@@ -155,8 +161,9 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 		}
 		mode := policy.PermissionMode(r.PermissionMode)
 		return decisionRows{
-			scope:        scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode)), environment: r.Environment.String},
-			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
+			scope: scopeDecision{mode: mode, disposition: string(policy.DecideToolDisposition(tool.Effect, mode)), environment: r.Environment.String},
+			ws: tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk,
+				ConfirmRunsHighRisk: r.ConfirmRunsHighRisk},
 			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
 			grants: s.decodeGrants(r.Grants),
 		}, nil
@@ -176,8 +183,9 @@ func (s *Service) readForDecision(ctx context.Context, q *db.Queries, p auth.Pri
 			s.log.Warn("notebook gate failed closed", "tool", tool.Name, "notebook_id", scope.ID, "err", err)
 		}
 		return decisionRows{
-			scope:        scopeDecision{trust: trust, disposition: string(gate), environment: r.Environment.String},
-			ws:           tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk},
+			scope: scopeDecision{trust: trust, disposition: string(gate), environment: r.Environment.String},
+			ws: tools.Workspace{InternalDomains: r.InternalDomains, WebhookAllowlist: r.WebhookAllowlist, AutoApproveHighRisk: r.AutoApproveHighRisk,
+				ConfirmRunsHighRisk: r.ConfirmRunsHighRisk},
 			rationaleMin: int(r.RationaleMinLength), openViolations: r.OpenViolations, rationaleWarnUntil: warnUntil(r.RationaleMode, r.RationaleWarnUntil),
 			grants: s.decodeGrants(r.Grants),
 		}, nil

@@ -443,6 +443,7 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 	}
 	var d decision
 	if err == nil {
+		rows.confirm = in.Confirm
 		d, err = s.decideOn(rows, p, scope, tool, args)
 	}
 	q := s.q.WithTx(tx)
@@ -510,6 +511,16 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 	// this transaction, from the rows as they are now.
 	outcome := policy.AtEffect(policy.PathAuto, d.State, d.State)
 	confirmed, ignored := confirmByOwner(p, in.Confirm, outcome, d.State)
+	if d.call.ConfirmedHighRisk {
+		// The confirm stood in for the approver of a high-risk call (the
+		// workspace's opt-in): said so in the audit row and the risk layer.
+		auditData["confirmed_high_risk"] = true
+		if outcome == policy.OutcomeRun || p.IsAgent() {
+			ignored = ""
+		}
+	} else if ignored != "" && in.Confirm && tool.Contract.Risk == policy.RiskHigh && !rows.ws.ConfirmRunsHighRisk {
+		ignored += " (This workspace does not let confirm: true stand in for the approver of a high-risk call: an admin may allow it, confirm_runs_high_risk on /admin/settings.)"
+	}
 	if confirmed {
 		// The owner's own confirm, sent with the call: what the owner's
 		// Apply would run now, it runs now, audited as such.

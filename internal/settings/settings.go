@@ -31,6 +31,10 @@ type Settings struct {
 	// packet (off by default). It never lets a destructive call in a
 	// conversation run without its owner.
 	AutoApproveHighRisk bool
+	// ConfirmRunsHighRisk lets a caller's confirm: true stand in for the
+	// approver of a high-risk call (ADR-036's gate; off by default). Like
+	// AutoApproveHighRisk it waives the risk gate only.
+	ConfirmRunsHighRisk bool
 	// InternalDomains classify email to them as email.send.internal.
 	InternalDomains []string
 	// WebhookAllowlist is where webhook.post may post (empty: nowhere).
@@ -254,7 +258,7 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist, RationaleMinLength: int32(next.RationaleMinLength),
 		RationaleMode: next.RationaleMode, RationaleWarnUntil: next.RationaleWarnUntil,
 		EscalateAfterMinutes: int32(rules.EscalateAfterMinutes), EscalateToRole: pgtype.Text{String: rules.EscalateToRole, Valid: rules.EscalateToRole != ""},
-		ApprovalQuorums: quorums})
+		ApprovalQuorums: quorums, ConfirmRunsHighRisk: next.ConfirmRunsHighRisk})
 	if err != nil {
 		return Settings{}, fmt.Errorf("settings: update: %w", err)
 	}
@@ -264,6 +268,7 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		same     bool
 	}{
 		{"auto_approve_high_risk", cur.AutoApproveHighRisk, next.AutoApproveHighRisk, cur.AutoApproveHighRisk == next.AutoApproveHighRisk},
+		{"confirm_runs_high_risk", cur.ConfirmRunsHighRisk, next.ConfirmRunsHighRisk, cur.ConfirmRunsHighRisk == next.ConfirmRunsHighRisk},
 		{"internal_domains", cur.InternalDomains, next.InternalDomains, slices.Equal(cur.InternalDomains, next.InternalDomains)},
 		{"webhook_allowlist", cur.WebhookAllowlist, next.WebhookAllowlist, slices.Equal(cur.WebhookAllowlist, next.WebhookAllowlist)},
 		{"rationale_min_length", cur.RationaleMinLength, next.RationaleMinLength, int(cur.RationaleMinLength) == next.RationaleMinLength},
@@ -298,7 +303,7 @@ func nonNil(s []string) []string {
 
 func fromRow(w db.Workspace) Settings {
 	rules := rulesOf(w)
-	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist),
+	return Settings{AutoApproveHighRisk: w.AutoApproveHighRisk, ConfirmRunsHighRisk: w.ConfirmRunsHighRisk, InternalDomains: nonNil(w.InternalDomains), WebhookAllowlist: nonNil(w.WebhookAllowlist),
 		RationaleMinLength: int(w.RationaleMinLength), RationaleMode: w.RationaleMode, RationaleWarnUntil: w.RationaleWarnUntil, Approvals: &rules}
 }
 

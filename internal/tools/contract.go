@@ -103,6 +103,9 @@ type Workspace struct {
 	InternalDomains     []string
 	WebhookAllowlist    []string
 	AutoApproveHighRisk bool
+	// ConfirmRunsHighRisk lets a caller's confirm: true stand in for the
+	// approver of a high-risk call (the risk gate only; off by default).
+	ConfirmRunsHighRisk bool
 }
 
 // Defaults by authority class.

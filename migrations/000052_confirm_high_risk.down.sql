@@ -1,0 +1,1 @@
+ALTER TABLE workspaces DROP COLUMN confirm_runs_high_risk;
