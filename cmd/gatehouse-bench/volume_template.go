@@ -75,7 +75,10 @@ func takeSnapshot(ctx context.Context, pool *pgxpool.Pool) (snapshot, error) {
 func (s snapshot) newRows(ctx context.Context, pool *pgxpool.Pool) ([]capturedRow, error) {
 	var out []capturedRow
 	for _, t := range fillTables {
-		rows, err := pool.Query(ctx, fmt.Sprintf("SELECT %s, to_jsonb(t)::text FROM %s t ORDER BY %s", t.key, t.name, t.key))
+		// Without generated columns (approvals.resolver_roles): PostgreSQL
+		// computes them, and refuses a value for one.
+		rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT %s, (to_jsonb(t) - ARRAY(SELECT attname::text FROM pg_attribute
+			WHERE attrelid = '%s'::regclass AND attgenerated <> '' AND NOT attisdropped))::text FROM %s t ORDER BY %s`, t.key, t.name, t.name, t.key))
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", t.name, err)
 		}
