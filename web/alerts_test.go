@@ -29,9 +29,10 @@ func eraseRegistry(t *testing.T) *tools.Registry {
 	}
 	decls := []tools.Tool{{Name: "t.erase", Effect: policy.EffectDestructive, Description: "Erase a customer.",
 		Schema: json.RawMessage(`{"type":"object","required":["key"],"properties":{"key":{"type":"string","description":"whom"}}}`),
-		Contract: tools.Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
+		Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
 			Idempotency: tools.Idempotency{Required: true}, Gating: tools.Gating{Required: true},
-			Summarize: func(a map[string]any) string { return "Erase " + a["key"].(string) }},
+			RateLimits: tools.RateLimits{PerAgentPerMinute: 10}, // two erasures in a minute: more than the class's default
+			Summarize:  func(a map[string]any) string { return "Erase " + a["key"].(string) }},
 		Execute: func(_ context.Context, _ *db.Queries, _ uuid.UUID, args json.RawMessage) (any, error) {
 			if strings.Contains(string(args), `"bad"`) {
 				return nil, errors.New("the customer is under legal hold")

@@ -234,6 +234,17 @@ type contractJSON struct {
 	} `json:"rate_limits"`
 	RetentionDays int                 `json:"audit_retention_days"`
 	Constraints   []policy.Constraint `json:"constraints"`
+	// ClassRationale says why the tool has its authority class;
+	// Reversibility how its effect is undone; PIIFields which fields hold
+	// personal data (redacted in the audit export); SLA its stated service
+	// level (empty when it states none).
+	ClassRationale string   `json:"class_rationale"`
+	Reversibility  string   `json:"reversibility"`
+	PIIFields      []string `json:"pii_fields"`
+	SLA            struct {
+		P95LatencyMS int    `json:"p95_latency_ms,omitempty"`
+		Availability string `json:"availability,omitempty"`
+	} `json:"sla"`
 }
 
 func toToolJSON(t *tools.Tool) toolJSON {
@@ -255,6 +266,11 @@ func toToolJSON(t *tools.Tool) toolJSON {
 	if k.Constraints == nil {
 		k.Constraints = []policy.Constraint{}
 	}
+	k.ClassRationale, k.Reversibility, k.PIIFields = c.ClassRationale, c.Reversibility, c.PIIFields
+	if k.PIIFields == nil {
+		k.PIIFields = []string{}
+	}
+	k.SLA.P95LatencyMS, k.SLA.Availability = int(c.SLA.P95Latency.Milliseconds()), c.SLA.Availability
 	return out
 }
 

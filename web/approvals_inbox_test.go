@@ -48,7 +48,7 @@ func inboxRegistry(t *testing.T) *tools.Registry {
 	send := sendRegistry(t)
 	decls := []tools.Tool{{Name: "t.file", Effect: policy.EffectMutate, Description: "File a document.",
 		Schema: json.RawMessage(`{"type":"object","required":["title"],"properties":{"title":{"type":"string","description":"what"}}}`),
-		Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
+		Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
 			Gating: tools.Gating{Required: true}, Summarize: func(a map[string]any) string { return "File " + a["title"].(string) }},
 		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {
 			return map[string]any{"filed": true}, nil
@@ -93,6 +93,9 @@ func (f *inboxFixture) file(t *testing.T, title string) string {
 // risk (destructive), irreversible, held for an approver.
 func (f *inboxFixture) bulkDelete(t *testing.T) string {
 	t.Helper()
+	// Several bulk deletes a minute: more than the irreversible class's
+	// default of one per agent, which these tests are not about.
+	f.e.pool.Exec(t.Context(), "DELETE FROM rate_counters")
 	keyCounter++
 	keys := make([]any, 12)
 	for i := range keys {

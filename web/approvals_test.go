@@ -27,7 +27,7 @@ func sendRegistry(t *testing.T) *tools.Registry {
 	}
 	decls := []tools.Tool{{Name: "t.send", Effect: policy.EffectMutate, Description: "Send a message.",
 		Schema: json.RawMessage(`{"type":"object","required":["to"],"properties":{"to":{"type":"string","description":"who"}}}`),
-		Contract: tools.Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
+		Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
 			Idempotency: tools.Idempotency{Required: true}, Summarize: func(a map[string]any) string { return "Send to " + a["to"].(string) }},
 		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {
 			return map[string]any{"sent": true}, nil

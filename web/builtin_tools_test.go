@@ -98,6 +98,9 @@ func TestBuiltinTools_EachLayerDecidesForReal(t *testing.T) {
 		return out
 	}
 	nbCall := func(n int, key string) (*http.Response, map[string]any) {
+		// Several bulk deletes a minute: more than the irreversible class's
+		// default of one per agent, which this test is not about.
+		e.pool.Exec(t.Context(), "DELETE FROM rate_counters")
 		return e.api("POST", "/api/v1/notebooks/"+nb["id"].(string)+"/tool-calls", agent, map[string]any{"tool": "records.bulk_delete",
 			"arguments": map[string]any{"collection": "c", "keys": keys(n)}, "rationale": "clean up the old rows", "idempotency_key": key})
 	}

@@ -198,7 +198,7 @@ func TestRateLimit_HoldsAcrossTwoInstances(t *testing.T) {
 	url := dbtest.MustURL(t)
 	registry, err := tools.NewRegistry(policy.DefaultClasses(), tools.Tool{Name: "limited.put", Effect: policy.EffectRead,
 		Description: "A read limited to three calls a day.", Schema: json.RawMessage(`{"type":"object"}`),
-		Contract: tools.Contract{Authority: policy.AuthorityRead, ActionClass: "read.context", RateLimits: tools.RateLimits{PerWorkspacePerDay: 3}},
+		Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityRead, ActionClass: "read.context", RateLimits: tools.RateLimits{PerWorkspacePerDay: 3}},
 		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {
 			return map[string]any{"ok": true}, nil
 		}})

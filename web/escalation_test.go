@@ -31,7 +31,7 @@ func wireRegistry(t *testing.T) *tools.Registry {
 	base := sendRegistry(t)
 	decls := []tools.Tool{{Name: "t.wire", Effect: policy.EffectMutate, Description: "Wire money.",
 		Schema: json.RawMessage(`{"type":"object","required":["to"],"properties":{"to":{"type":"string","description":"who"}}}`),
-		Contract: tools.Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
+		Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
 			Idempotency: tools.Idempotency{Required: true}, Summarize: func(a map[string]any) string { return "Wire to " + a["to"].(string) },
 			Gating: tools.Gating{ApproverRole: "finance-approver", Escalation: tools.Escalation{After: 30 * time.Minute, To: "approver"}}},
 		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {

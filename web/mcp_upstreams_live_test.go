@@ -165,7 +165,7 @@ func TestMCPUpstreams_AHeldToolIsListedOnlyAsPinned(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin.get("/admin/upstreams")
-	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {hash}}); resp.StatusCode != http.StatusSeeOther {
+	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {hash}, "reason": {"Reviewed the new description: harmless."}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("accept: %d %s", resp.StatusCode, body)
 	}
 	after := e.mustMCP(agent, "claude-code", nil)
@@ -356,7 +356,7 @@ func TestMCPUpstreams_OpenSessionsOnEveryInstanceAreToldOfAnAcceptedTool(t *test
 		t.Fatal(err)
 	}
 	admin.get("/admin/upstreams")
-	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {hash}}); resp.StatusCode != http.StatusSeeOther {
+	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {hash}, "reason": {"Reviewed the new description: harmless."}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("accept: %d %s", resp.StatusCode, body)
 	}
 	for name, c := range map[string]struct {

@@ -68,6 +68,7 @@ func TestAPI_NotebookCellsFollowTheTrustLevel(t *testing.T) {
 	// Autonomous: every cell runs as far as the notebook goes, but a
 	// delete is high risk (ADR-036), so it still waits for an approver.
 	e.api("PATCH", base, user, map[string]any{"trust_level": "autonomous"})
+	e.pool.Exec(t.Context(), "DELETE FROM rate_counters") // a second delete: more than the irreversible class's one a minute
 	resp, p = e.api("POST", base+"/tool-calls", agent, map[string]any{"tool": "records.delete",
 		"arguments": map[string]any{"collection": "c", "key": "b"}, "rationale": "remove the stale record", "idempotency_key": "delete-b-00000000001"})
 	if resp.StatusCode != http.StatusAccepted || p["disposition"] != "auto" || p["status"] != "pending_approval" || p["requires_human_approval"] != true {

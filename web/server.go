@@ -287,6 +287,9 @@ func (s *Server) rollUps() []rollup.Step {
 	if s.convs != nil {
 		steps = append(steps, s.convs.RollUps()...)
 	}
+	if s.registry != nil {
+		s.cfg.Telemetry.RedactPIIWith(s.registry.PIIFields) // personal data in exported audit rows
+	}
 	steps = append(steps, s.notify.RollUp, s.cfg.Telemetry.AuditRollUp(s.pool))
 	return steps
 }

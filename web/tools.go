@@ -37,7 +37,7 @@ func (s *Server) toolsPage(c echo.Context) error {
 		}
 		items[i] = views.ToolItem{Name: t.Name, Description: t.Description, Effect: string(t.Effect), Schema: schema.String(),
 			Params: t.Params(), Contract: contractLines(t), Upstream: t.Upstream, UpstreamStatus: status[t.Name], Cheatsheet: t.Cheatsheet,
-			Holds: holdLines(t)}
+			Holds: holdLines(t), ClassRationale: t.Contract.ClassRationale}
 	}
 	return render(c, http.StatusOK, views.ToolsPage(s.shell(c, "Tools", "tools"), items, upstreamItems(ups)))
 }
@@ -107,15 +107,35 @@ func contractLines(t *tools.Tool) [][2]string {
 	if len(limits) == 0 {
 		limits = []string{"none"}
 	}
+	pii := "none declared"
+	if len(c.PIIFields) > 0 {
+		pii = strings.Join(c.PIIFields, ", ") + " (redacted in the audit export; a read records which it read)"
+	}
 	lines := [][2]string{
-		{"Authority", string(c.Authority)}, {"Risk", string(c.Risk)}, {"Action class", class},
+		{"Authority", string(c.Authority)}, {"Undoing it", c.Reversibility},
+		{"Risk", string(c.Risk)}, {"Action class", class},
 		{"Human approval", gating}, {"Idempotency key", idem}, {"Rate limits", strings.Join(limits, ", ")},
-		{"Audit kept", duration(c.Retention)},
+		{"Audit kept", duration(c.Retention)}, {"Personal data", pii}, {"Service level", slaLine(c.SLA)},
 	}
 	for _, k := range t.ConstraintsFor(tools.Workspace{}) {
 		lines = append(lines, [2]string{"Constraint", k.Kind})
 	}
 	return lines
+}
+
+// slaLine says a tool's stated service level.
+func slaLine(sla tools.SLA) string {
+	var parts []string
+	if sla.P95Latency > 0 {
+		parts = append(parts, fmt.Sprintf("95%% of calls within %s", sla.P95Latency))
+	}
+	if sla.Availability != "" {
+		parts = append(parts, sla.Availability+" available")
+	}
+	if len(parts) == 0 {
+		return "not stated"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // duration says a contract's duration in days or hours.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -16,18 +17,24 @@ import (
 // gate, their tools, their pins and what changed (approvers and admins;
 // admins accept).
 func (s *Server) upstreamsPage(c echo.Context) error {
+	return s.renderUpstreams(c, http.StatusOK, nil)
+}
+
+// renderUpstreams renders /admin/upstreams, with a refused accept's form
+// (the reason typed, the message next to it) when there is one.
+func (s *Server) renderUpstreams(c echo.Context, status int, refused *views.AcceptForm) error {
 	all, err := s.upstreams.Status(c.Request().Context())
 	if err != nil {
 		return err
 	}
-	v := views.UpstreamsView{CanAccept: principal(c).IsAdmin(), Upstreams: upstreamItems(all)}
+	v := views.UpstreamsView{CanAccept: principal(c).IsAdmin(), Upstreams: upstreamItems(all), Refused: refused}
 	switch {
 	case c.QueryParam("accepted") != "":
 		v.Notice = "Accepted " + c.QueryParam("accepted") + ": it can be called again."
 	case c.QueryParam("refreshed") != "":
 		v.Notice = "Listed the tools of " + c.QueryParam("refreshed") + " again."
 	}
-	return render(c, http.StatusOK, views.UpstreamsPage(s.shell(c, "Upstreams", "admin"), v))
+	return render(c, status, views.UpstreamsPage(s.shell(c, "Upstreams", "admin"), v))
 }
 
 // upstreamItems are the page's view of the upstreams.
@@ -56,16 +63,28 @@ func upstreamItems(all []mcp.UpstreamStatus) []views.UpstreamItem {
 }
 
 // acceptUpstreamTool handles "POST /admin/upstreams/:upstream/tools/:tool/accept"
-// (admins): accept the definition reviewed (form field hash); audited and
-// receipted.
+// (admins): accept the definition reviewed (form field hash) for a reason
+// (form field reason, 10 to 500 characters); audited and receipted with
+// the reason. A refused reason re-renders the page with 422 and the
+// message next to the field (problem+json for an API caller).
 func (s *Server) acceptUpstreamTool(c echo.Context) error {
 	hash := strings.TrimSpace(c.FormValue("hash"))
 	if hash == "" {
 		return apperr.Invalid("Say which definition you accept.", apperr.FieldError{Field: "hash", Message: "is required"})
 	}
-	upstream, tool := c.Param("upstream"), c.Param("tool")
-	if err := s.upstreams.Accept(c.Request().Context(), principal(c), upstream, tool, hash); err != nil {
-		return err
+	upstream, tool, reason := c.Param("upstream"), c.Param("tool"), c.FormValue("reason")
+	if err := s.upstreams.Accept(c.Request().Context(), principal(c), upstream, tool, hash, reason); err != nil {
+		var ae *apperr.Error
+		if wantsJSON(c) || !errors.As(err, &ae) || ae.Code != apperr.EINVALID {
+			return err
+		}
+		form := &views.AcceptForm{Declared: upstream + "." + tool, Reason: reason, Message: ae.Message}
+		for _, f := range ae.Fields {
+			if f.Field == "reason" {
+				form.ReasonError = f.Message
+			}
+		}
+		return s.renderUpstreams(c, http.StatusUnprocessableEntity, form)
 	}
 	if wantsJSON(c) {
 		return c.JSON(http.StatusOK, map[string]any{"upstream": upstream, "tool": tool, "status": "accepted", "hash": hash})

@@ -295,7 +295,31 @@ func TestUpstreams_AChangedDefinitionIsHeldUntilAnAdminAcceptsIt(t *testing.T) {
 	if resp, _ := member.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {m[1]}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a member accepts: %d", resp.StatusCode)
 	}
-	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {m[1]}}); resp.StatusCode != http.StatusSeeOther {
+	// Without a reason (or with one too short to say anything) nothing is
+	// accepted: the page comes back with 422, what was typed and the
+	// message next to the field; the API caller gets problem+json naming
+	// reason.
+	for _, reason := range []string{"", "   ", "ok", strings.Repeat("x", 501)} {
+		resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {m[1]}, "reason": {reason}})
+		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, `data-testid="accept-reason-error"`) ||
+			!strings.Contains(body, "must be 10 to 500 characters") || (reason == "ok" && !strings.Contains(body, ">ok</textarea>")) {
+			t.Fatalf("accept with reason %q: %d\n%s", reason, resp.StatusCode, body)
+		}
+	}
+	if res, text := callTool(t, s, "files.greet", greet); !res.IsError || !strings.Contains(text, "held") {
+		t.Fatalf("a refused accept let the tool run: %s", text)
+	}
+	if resp, body := admin.send("POST", "/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {m[1]}, "_csrf": {admin.csrf}},
+		map[string]string{"Accept": "application/json"}); resp.StatusCode != http.StatusUnprocessableEntity || !isProblem(resp, body, "invalid") ||
+		!strings.Contains(body, `"field":"reason"`) {
+		t.Fatalf("accept over the API without a reason: %d %s", resp.StatusCode, body)
+	}
+	var accepted int
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = 'upstream.tool_accepted'`).Scan(&accepted); err != nil || accepted != 0 {
+		t.Fatalf("a refused accept was audited: %d %v", accepted, err)
+	}
+	const reason = "Reviewed the diff: the new description is harmless."
+	if resp, body := admin.postForm("/admin/upstreams/files/tools/greet/accept", url.Values{"hash": {m[1]}, "reason": {reason}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("accept: %d %s", resp.StatusCode, body)
 	}
 	if res, text := callTool(t, s, "files.greet", greet); res.IsError || text != "hello again" {
@@ -312,8 +336,11 @@ func TestUpstreams_AChangedDefinitionIsHeldUntilAnAdminAcceptsIt(t *testing.T) {
 		AND content->'change'->>'new_hash' = $1 AND content->'change'->>'old_hash' <> ''`, m[1]).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("receipt: %d %v", n, err)
 	}
-	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = 'upstream.tool_accepted'`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("audit: %d %v", n, err)
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM audit_events WHERE action = 'upstream.tool_accepted' AND data->>'reason' = $1`, reason).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("audit with the reason: %d %v", n, err)
+	}
+	if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM receipts WHERE kind = 'setting_change' AND content->'change'->>'reason' = $1`, reason).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("receipt with the reason: %d %v", n, err)
 	}
 }
 

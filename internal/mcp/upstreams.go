@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -930,6 +931,13 @@ func unreachable(ctx context.Context, up *upstream, err error) error {
 	return apperr.Errorf(apperr.EGONE, "The upstream %s could not be reached: %s.", up.cfg.Name, safeCause(err))
 }
 
+// The reason an admin gives for accepting a definition is this long (in
+// characters), like every reason for a change of class.
+const (
+	AcceptReasonMin = 10
+	AcceptReasonMax = 500
+)
+
 // safeCause says why an upstream failed without its URL's secrets: the
 // last part of the error chain.
 func safeCause(err error) string {
@@ -944,10 +952,17 @@ func safeCause(err error) string {
 }
 
 // Accept is an admin accepting the definition of an upstream tool they
-// reviewed, by its hash: audited and receipted, and callable at once.
-func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool, hash string) error {
+// reviewed, by its hash, for the reason they give (AcceptReasonMin to
+// AcceptReasonMax characters): audited and receipted with the reason, and
+// callable at once. Without a reason nothing is accepted.
+func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool, hash, reason string) error {
 	if p.IsAgent() || !p.IsAdmin() {
 		return apperr.Errorf(apperr.EFORBIDDEN, "Only an admin accepts an upstream tool's definition.")
+	}
+	reason = strings.TrimSpace(reason)
+	if n := utf8.RuneCountInString(reason); n < AcceptReasonMin || n > AcceptReasonMax {
+		return apperr.Invalid("Say why you accept this definition; nothing was accepted.",
+			apperr.FieldError{Field: "reason", Message: fmt.Sprintf("must be %d to %d characters", AcceptReasonMin, AcceptReasonMax)})
 	}
 	if u == nil {
 		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is configured.")
@@ -981,7 +996,8 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 	if err := q.Notify(ctx, PinsChangedEvent); err != nil {
 		return fmt.Errorf("mcp: accept %s: notify: %w", declared, err)
 	}
-	change := map[string]any{"setting": "upstream_tool", "upstream": upstream, "tool": tool, "old_hash": cur.AcceptedHash.String, "new_hash": row.AcceptedHash.String}
+	change := map[string]any{"setting": "upstream_tool", "upstream": upstream, "tool": tool, "old_hash": cur.AcceptedHash.String, "new_hash": row.AcceptedHash.String,
+		"reason": reason}
 	if err := audit.Record(ctx, q, p, p.WorkspaceID, "upstream.tool_accepted", "tool", declared, change); err != nil {
 		return err
 	}

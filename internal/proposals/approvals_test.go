@@ -29,14 +29,14 @@ func gatedTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 	schema := json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"}}}`)
 	r, err := tools.NewRegistry(policy.DefaultClasses(),
 		tools.Tool{Name: "t.send", Effect: policy.EffectMutate, Schema: schema, Execute: exec,
-			Contract: tools.Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskHigh, ActionClass: "proposal.submit",
 				Idempotency: tools.Idempotency{Required: true},
 				Summarize:   func(a map[string]any) string { return "Send to " + a["to"].(string) }}},
 		tools.Tool{Name: "t.wipe", Effect: policy.EffectDestructive, Schema: schema, Execute: exec,
-			Contract: tools.Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "tool.call.local",
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "tool.call.local",
 				Idempotency: tools.Idempotency{Required: true}, Gating: tools.Gating{NotGatedReason: "test"}}},
 		tools.Tool{Name: "t.transfer", Effect: policy.EffectMutate, Schema: schema, Execute: exec,
-			Contract: tools.Contract{Authority: policy.AuthorityWriteNonIdempotent, ActionClass: "proposal.submit",
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteNonIdempotent, ActionClass: "proposal.submit",
 				Idempotency: tools.Idempotency{Required: true}, Gating: tools.Gating{Required: true, ApproverRole: "admin"},
 				Constraints: []policy.Constraint{{Kind: policy.ConstraintRequiresWitness}}}},
 	)

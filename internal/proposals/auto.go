@@ -202,6 +202,9 @@ func (s *Service) autoRecord(p auth.Principal, id uuid.UUID, params db.InsertPro
 		finished["dry_run"] = true
 	}
 	markIrreversible(finished, tool, dry)
+	if failure == "" {
+		tools.MarkPIIRead(finished, tool, params.Arguments, result) // what a read read of personal data (names, never values)
+	}
 	createdJSON, err := json.Marshal(created)
 	if err != nil {
 		return db.RecordAutoCallParams{}, db.Proposal{}, fmt.Errorf("proposals: encode audit: %w", err)

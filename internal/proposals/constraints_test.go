@@ -26,7 +26,7 @@ func constrainedTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 	}
 	decl := func(name string, cs ...policy.Constraint) tools.Tool {
 		return tools.Tool{Name: name, Effect: policy.EffectRead, Schema: json.RawMessage(`{"type":"object"}`), Execute: exec,
-			Contract: tools.Contract{Authority: policy.AuthorityRead, ActionClass: "read.context", Constraints: cs,
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityRead, ActionClass: "read.context", Constraints: cs,
 				Facts: func(args map[string]any) policy.Facts {
 					amount, _ := args["amount"].(float64)
 					return policy.Facts{Amount: &amount}

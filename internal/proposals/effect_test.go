@@ -155,7 +155,7 @@ func classTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 				runs.Add(1)
 				return map[string]any{}, nil
 			},
-			Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent,
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent,
 				Classify: func(a map[string]any, _ tools.Workspace) string {
 					if a["kind"] == "pay" {
 						return "payment.initiate"
@@ -201,13 +201,13 @@ func witnessTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 				runs.Add(1)
 				return map[string]any{}, nil
 			},
-			Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local", Constraints: []policy.Constraint{{Kind: policy.ConstraintRequiresWitness}}}},
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local", Constraints: []policy.Constraint{{Kind: policy.ConstraintRequiresWitness}}}},
 		tools.Tool{Name: "t.plain", Effect: policy.EffectMutate, Schema: json.RawMessage(`{"type":"object"}`),
 			Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) {
 				runs.Add(1)
 				return map[string]any{}, nil
 			},
-			Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskHigh, ActionClass: "tool.call.local"}},
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskHigh, ActionClass: "tool.call.local"}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func financeTools(t *testing.T, runs *atomic.Int32) *tools.Registry {
 				runs.Add(1)
 				return map[string]any{}, nil
 			},
-			Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local",
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local",
 				Gating: tools.Gating{Required: true, ApproverRole: "finance-approver"}}},
 	)
 	if err != nil {
@@ -452,7 +452,7 @@ func TestRun_AFailingInDatabaseToolLeavesNoPartialWorkAndNoClaim(t *testing.T) {
 				}
 				return nil, errors.New("the second half broke")
 			},
-			Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local"}},
+			Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local"}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -467,6 +467,16 @@ func TestRun_AFailingInDatabaseToolLeavesNoPartialWorkAndNoClaim(t *testing.T) {
 	}
 	if n := f.count(t, "SELECT count(*) FROM proposals WHERE status = 'applying'"); n != 0 {
 		t.Errorf("%d calls left applying", n)
+	}
+}
+
+// forgetRates empties the rate counters: for a test about something else
+// that proposes more irreversible calls a minute than the class allows
+// (one per agent).
+func (f *fixture) forgetRates(t *testing.T) {
+	t.Helper()
+	if _, err := f.pool.Exec(context.Background(), "DELETE FROM rate_counters"); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -270,7 +270,7 @@ func TestGroupCommit_APanickingToolTakesOnlyItsOwnCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"}}}`)
-	contract := tools.Contract{Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskLow, ActionClass: "tool.call.local"}
+	contract := tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskLow, ActionClass: "tool.call.local"}
 	registry, err := tools.NewRegistry(policy.DefaultClasses(),
 		tools.Tool{Name: "t.put", Effect: policy.EffectMutate, Schema: schema, Contract: contract,
 			Execute: func(ctx context.Context, q *db.Queries, ws uuid.UUID, args json.RawMessage) (any, error) {

@@ -79,6 +79,7 @@ func TestNotebook_RaisingTrustBetweenProposalsChangesTheOutcome(t *testing.T) {
 		if st.trust != "" {
 			f.setTrust(t, nb.ID, st.trust)
 		}
+		f.forgetRates(t) // two deletes: more than the irreversible class's one a minute
 		got, err := f.props.Propose(ctx, f.agent, nb, call(st.tool, st.args))
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)

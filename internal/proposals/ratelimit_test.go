@@ -19,7 +19,7 @@ import (
 func limitedTool(t *testing.T, rl tools.RateLimits) *tools.Tool {
 	t.Helper()
 	r, err := tools.NewRegistry(policy.DefaultClasses(), tools.Tool{Name: "limited.put", Effect: policy.EffectMutate,
-		Schema: json.RawMessage(`{"type":"object"}`), Contract: tools.Contract{Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local", RateLimits: rl},
+		Schema: json.RawMessage(`{"type":"object"}`), Contract: tools.Contract{ClassRationale: "A test tool, declared with the class this test needs.", Authority: policy.AuthorityWriteIdempotent, ActionClass: "tool.call.local", RateLimits: rl},
 		Execute: func(context.Context, *db.Queries, uuid.UUID, json.RawMessage) (any, error) { return nil, nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/rollup"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // AuditFeed is the roll-up feed that exports the audit log
@@ -73,7 +75,7 @@ type AuditRecord struct {
 
 func (t *Telemetry) exportAudit(ctx context.Context, r db.ListAuditSpanRow) {
 	rec := AuditRecord{ID: r.ID, Time: r.CreatedAt.UTC(), WorkspaceID: r.WorkspaceID.String(), ActorKind: r.ActorKind, Action: r.Action,
-		SubjectType: r.SubjectType, SubjectID: r.SubjectID, Data: r.Data}
+		SubjectType: r.SubjectType, SubjectID: r.SubjectID, Data: RedactAudit(r.Data, t.piiFields())}
 	if r.ActorUserID.Valid {
 		rec.ActorUserID = r.ActorUserID.UUID.String()
 	}
@@ -103,6 +105,81 @@ func (t *Telemetry) exportAudit(ctx context.Context, r db.ListAuditSpanRow) {
 		attribute.String("gatehouse.data", string(rec.Data)),
 	)
 	t.logger.Emit(ctx, lr)
+}
+
+// PIIFields names the personal-data fields of the tool named tool (its
+// contract's pii_fields); for "" or a tool it does not know, those of
+// every tool. *tools.Registry's PIIFields is one.
+type PIIFields func(tool string) []string
+
+// RedactPIIWith has the audit export redact the personal-data fields that
+// pii names (the registry's, upstream tools included). Until it is
+// called, the built-in tools' fields are redacted.
+func (t *Telemetry) RedactPIIWith(pii PIIFields) {
+	if t != nil {
+		t.pii.Store(&pii)
+	}
+}
+
+var (
+	builtinPIIOnce sync.Once
+	builtinPII     PIIFields
+)
+
+// piiFields is what RedactPIIWith set, else the built-in tools' fields.
+func (t *Telemetry) piiFields() PIIFields {
+	if p := t.pii.Load(); p != nil {
+		return *p
+	}
+	builtinPIIOnce.Do(func() {
+		builtinPII = func(string) []string { return []string{} }
+		if r, err := tools.Builtin(); err == nil {
+			builtinPII = r.PIIFields
+		}
+	})
+	return builtinPII
+}
+
+// argumentKeys are the keys of an audit row's data that hold a call's
+// arguments: arguments (a call refused at effect after an edit), before
+// and after (an edit).
+var argumentKeys = []string{"arguments", "before", "after"}
+
+// RedactAudit is an audit row's data as it is exported: in the arguments
+// it carries, the value of each personal-data field of the row's tool
+// (its data's "tool"; every tool's when it names none) is replaced by
+// "[redacted]". Data that is not a JSON object carries no arguments.
+func RedactAudit(data json.RawMessage, pii PIIFields) json.RawMessage {
+	var row map[string]json.RawMessage
+	if pii == nil || json.Unmarshal(data, &row) != nil {
+		return data
+	}
+	var fields []string
+	changed := false
+	for _, k := range argumentKeys {
+		v, ok := row[k]
+		if !ok {
+			continue
+		}
+		if fields == nil {
+			var tool string
+			_ = json.Unmarshal(row["tool"], &tool)
+			if fields = pii(tool); fields == nil {
+				fields = []string{}
+			}
+		}
+		if out := tools.RedactPII(v, fields); !bytes.Equal(out, v) {
+			row[k], changed = out, true
+		}
+	}
+	if !changed {
+		return data
+	}
+	out, err := json.Marshal(row)
+	if err != nil {
+		return data
+	}
+	return out
 }
 
 // jsonLines writes audit records, one JSON object a line, to stdout or a

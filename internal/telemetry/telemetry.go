@@ -51,6 +51,8 @@ type Telemetry struct {
 	queued  atomic.Int64 // spans handed to the batcher, not yet exported
 	dropped prometheus.Counter
 	jsonl   *jsonLines
+	// pii names the fields the audit export redacts (RedactPIIWith).
+	pii atomic.Pointer[PIIFields]
 }
 
 // Config is what Setup reads: the environment (the standard

@@ -60,8 +60,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["query"],
 				"properties": {"query": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Text to find: 3 characters or more anywhere in keys and values; 1 or 2 at the start of a key"}, "collection": ` + collectionSchema + `}}`),
 			// Risk low, ADR-036 rule "low: read-only operations".
-			Contract: Contract{Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: "read.context"},
-			Execute:  searchRecords,
+			Contract: Contract{Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: "read.context",
+				ClassRationale: "Pure read: it finds records and changes nothing.", PIIFields: recordPII},
+			Execute: searchRecords,
 		},
 		{
 			Name: "records.get", Effect: policy.EffectRead,
@@ -69,8 +70,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Schema: json.RawMessage(`{"type": "object", "additionalProperties": false, "required": ["collection", "key"],
 				"properties": {"collection": ` + collectionSchema + `, "key": ` + keySchema + `}}`),
 			// Risk low, ADR-036 rule "low: read-only operations".
-			Contract: Contract{Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: "read.context"},
-			Execute:  getRecord,
+			Contract: Contract{Authority: policy.AuthorityRead, Risk: policy.RiskLow, ActionClass: "read.context",
+				ClassRationale: "Pure read: it returns one record and changes nothing.", PIIFields: recordPII},
+			Execute: getRecord,
 		},
 		{
 			Name: "records.put", Effect: policy.EffectMutate,
@@ -80,7 +82,10 @@ func Builtin(opts ...Option) (*Registry, error) {
 			// Risk medium, ADR-036 rule "medium: write operations on internal
 			// records" (an upsert of the workspace's own record).
 			Contract: Contract{Authority: policy.AuthorityWriteIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
-				Idempotency: Idempotency{KeyFields: []string{"collection", "key"}}},
+				Idempotency: Idempotency{KeyFields: []string{"collection", "key"}},
+				ClassRationale: "Upserts one record: collection and key are its idempotency key (one record per key), " +
+					"so sending the same value again leaves the same record.",
+				Reversibility: "Another records.put with the earlier value overwrites it (the earlier value is not kept)."},
 			Execute: putRecord,
 		},
 		{
@@ -91,7 +96,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			// Risk medium, ADR-036 rule "medium: write operations on internal
 			// records" (it adds to a record, it removes nothing).
 			Contract: Contract{Authority: policy.AuthorityWriteNonIdempotent, Risk: policy.RiskMedium, ActionClass: "tool.call.local",
-				Idempotency: Idempotency{Required: true}},
+				Idempotency:    Idempotency{Required: true},
+				ClassRationale: "Each call appends another note to the record: a retry without the same idempotency key appends it twice.",
+				Reversibility:  "No tool removes a note: records.put can replace the record's value, not its notes."},
 			Execute: appendNote,
 		},
 		{
@@ -104,7 +111,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 			Contract: Contract{Authority: policy.AuthorityIrreversible, Risk: policy.RiskHigh, ActionClass: "tool.call.local",
 				Idempotency: Idempotency{Required: true},
 				Gating: Gating{NotGatedReason: "Its high risk is the human gate: every call waits for an approver unless the workspace " +
-					"auto-approves high risk, and then for the owner's confirm card, shown for this tool in every mode."}},
+					"auto-approves high risk, and then for the owner's confirm card, shown for this tool in every mode."},
+				ClassRationale: "Deletes the record with its notes: no tool in Gatehouse restores a deleted record.",
+				Reversibility:  "None via tools. The call's result holds the deleted value, so a person can write it again with records.put; its notes are lost."},
 			Execute: deleteRecord,
 		},
 		email,
@@ -121,7 +130,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 				RateLimits:           RateLimits{PerAgentPerMinute: 30},
 				WorkspaceConstraints: webhookConstraints,
 				Facts:                func(a map[string]any) policy.Facts { return policy.Facts{URLs: []string{stringArg(a, "url")}} },
-				Summarize:            func(a map[string]any) string { return "POST a webhook to " + stringArg(a, "url") }},
+				Summarize:            func(a map[string]any) string { return "POST a webhook to " + stringArg(a, "url") },
+				ClassRationale:       "Each call posts the payload again: the receiver sees every retry that lacks the same idempotency key.",
+				Reversibility:        "Gatehouse has no tool that takes a delivered webhook back: only the receiver can undo what it did with it."},
 			Deliver: postWebhook(newWebhookClient()), Timeout: webhookTimeout + time.Second,
 		},
 		{
@@ -139,7 +150,9 @@ func Builtin(opts ...Option) (*Registry, error) {
 				Summarize: func(a map[string]any) string {
 					keys, _ := a["keys"].([]any)
 					return fmt.Sprintf("Delete %d records from collection %q", len(keys), stringArg(a, "collection"))
-				}},
+				},
+				ClassRationale: "Deletes records with their notes: no tool in Gatehouse restores a deleted record.",
+				Reversibility:  "None via tools. A person can write a deleted value again with records.put, if they kept it; its notes are lost."},
 			Execute: bulkDeleteRecords,
 		},
 		{
@@ -157,7 +170,10 @@ func Builtin(opts ...Option) (*Registry, error) {
 				Summarize: func(a map[string]any) string {
 					amount, _ := a["amount"].(float64)
 					return fmt.Sprintf("Pay %.2f %s to %s", amount, stringArg(a, "currency"), stringArg(a, "payee"))
-				}},
+				},
+				ClassRationale: "A payment sends money out of the workspace: no tool can take it back.",
+				Reversibility:  "None via tools. A refund is the payee's or the bank's to make, outside Gatehouse.",
+				PIIFields:      []string{"payee"}},
 			Execute: recordPayment,
 		},
 	}
@@ -166,6 +182,11 @@ func Builtin(opts ...Option) (*Registry, error) {
 	}
 	return NewRegistry(classes, decls...)
 }
+
+// recordPII are the fields of a record's value that commonly hold personal
+// data: a read that returns one names them on its audit row (what was
+// read), and the audit export redacts them in any arguments.
+var recordPII = []string{"email", "phone", "address", "birth_date"}
 
 // emailTool is email.send's declaration; without a mail server it holds
 // mail in the workspace outbox.
@@ -187,7 +208,10 @@ func emailTool() Tool {
 			Facts:       func(a map[string]any) policy.Facts { return policy.Facts{Recipients: []string{stringArg(a, "to")}} },
 			Summarize: func(a map[string]any) string {
 				return fmt.Sprintf("Send email to %s: %s", stringArg(a, "to"), stringArg(a, "subject"))
-			}},
+			},
+			ClassRationale: "Each call sends another message: a retry without the same idempotency key mails the recipient twice.",
+			Reversibility:  "A delivered message cannot be recalled; a later message can only correct it.",
+			PIIFields:      []string{"to"}},
 		Execute: holdEmail,
 	}
 }

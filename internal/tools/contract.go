@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gatehouse/gatehouse/internal/policy"
 )
@@ -42,6 +44,28 @@ type Contract struct {
 	// Summarize is the one readable sentence an approver reads first
 	// ("Send email to ana@example.com: Renewal reminder").
 	Summarize func(args map[string]any) string
+
+	// ClassRationale says in words why the tool has its authority class
+	// (required: a class nobody explained is a class nobody checked).
+	ClassRationale string
+	// Reversibility says how an effect is undone; an irreversible tool's
+	// opens with "None via tools". It defaults from the authority class.
+	Reversibility string
+	// PIIFields name the fields of its arguments (and, for a read, of its
+	// result) that hold personal data: redacted in the audit export, and
+	// named on a read's audit row as what was read (PIIRead).
+	PIIFields []string
+	// SLA is what callers may expect of its calls (optional).
+	SLA SLA
+}
+
+// SLA is a tool's stated service level; a zero field states nothing.
+type SLA struct {
+	// P95Latency is the expected 95th percentile of a call's duration.
+	P95Latency time.Duration
+	// Availability is the share of calls expected to succeed, such as
+	// "99.9%".
+	Availability string
 }
 
 // Gating says when a call needs a person with a role (an approval packet).
@@ -116,6 +140,17 @@ var (
 		policy.AuthorityWriteNonIdempotent: 7 * 365 * 24 * time.Hour,
 		policy.AuthorityIrreversible:       10 * 365 * 24 * time.Hour,
 	}
+	// rateLimitsByAuthority are the classes' default limits where they
+	// are low by nature (the four authority classes: ~10 a minute per agent
+	// for write-non-idempotent, ~1 and a daily cap for irreversible). Read
+	// and write-idempotent tools have none by default: a durable counter
+	// on every call is a row locked through each commit (issue 32 measured
+	// it at a third of the throughput); a tool or the policy file names
+	// one where it matters.
+	rateLimitsByAuthority = map[policy.Authority]RateLimits{
+		policy.AuthorityWriteNonIdempotent: {PerAgentPerMinute: 10},
+		policy.AuthorityIrreversible:       {PerAgentPerMinute: 1, PerWorkspacePerDay: 50},
+	}
 	authorityForEffect = map[policy.Effect][]policy.Authority{
 		policy.EffectRead:        {policy.AuthorityRead},
 		policy.EffectMutate:      {policy.AuthorityWriteIdempotent, policy.AuthorityWriteNonIdempotent},
@@ -180,6 +215,9 @@ func (t *Tool) settle(classes *policy.ClassRegistry) error {
 		}
 		c.Gating.threshold = &th
 	}
+	if err := c.settleWords(); err != nil {
+		return fail("%v", err)
+	}
 	if c.Gating.ApproverRole == "" {
 		c.Gating.ApproverRole = "approver"
 	}
@@ -194,6 +232,11 @@ func (t *Tool) settle(classes *policy.ClassRegistry) error {
 	}
 	if c.Retention == 0 {
 		c.Retention = retentionByAuthority[c.Authority]
+	}
+	if c.RateLimits == (RateLimits{}) {
+		// The class's default (the four authority classes): a tool that
+		// names no limit of its own gets its class's.
+		c.RateLimits = rateLimitsByAuthority[c.Authority]
 	}
 	var errs []error
 	for _, k := range c.Constraints {
@@ -253,4 +296,62 @@ func canonicalRegistered(classes *policy.ClassRegistry, class string) (string, e
 		return "", fmt.Errorf("action class %s is not registered", canonical)
 	}
 	return canonical, nil
+}
+
+// Bounds of a contract's words.
+const (
+	minRationale = 10
+	maxRationale = 1000
+)
+
+// NoneViaTools opens the reversibility of an irreversible tool.
+const NoneViaTools = "None via tools"
+
+// reversibilityByAuthority says how an effect is undone where a tool does
+// not say it in its own words.
+var reversibilityByAuthority = map[policy.Authority]string{
+	policy.AuthorityRead:               "Nothing to undo: a read changes nothing.",
+	policy.AuthorityWriteIdempotent:    "Another call with the earlier value overwrites it.",
+	policy.AuthorityWriteNonIdempotent: "Not stated: each call adds an effect that only another action can offset.",
+	policy.AuthorityIrreversible:       NoneViaTools + ".",
+}
+
+var (
+	piiFieldName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	availability = regexp.MustCompile(`^(100|[0-9]{1,2}(\.[0-9]{1,4})?)%$`)
+)
+
+// settleWords checks the contract's class rationale, reversibility,
+// personal-data fields and service level, and fills the reversibility's
+// default.
+func (c *Contract) settleWords() error {
+	c.ClassRationale = strings.TrimSpace(c.ClassRationale)
+	if n := utf8.RuneCountInString(c.ClassRationale); n < minRationale || n > maxRationale {
+		return fmt.Errorf("a class rationale (ClassRationale: why it is %s, in %d to %d characters) is required", c.Authority, minRationale, maxRationale)
+	}
+	c.Reversibility = strings.TrimSpace(c.Reversibility)
+	if c.Reversibility == "" {
+		c.Reversibility = reversibilityByAuthority[c.Authority]
+	}
+	if utf8.RuneCountInString(c.Reversibility) > maxRationale {
+		return fmt.Errorf("reversibility has more than %d characters", maxRationale)
+	}
+	if c.Authority == policy.AuthorityIrreversible && !strings.HasPrefix(strings.ToLower(c.Reversibility), strings.ToLower(NoneViaTools)) {
+		return fmt.Errorf("an irreversible tool's reversibility opens with %q (got %q)", NoneViaTools, c.Reversibility)
+	}
+	for i, f := range c.PIIFields {
+		if !piiFieldName.MatchString(f) {
+			return fmt.Errorf("pii field %q is not a field name", f)
+		}
+		if slices.Contains(c.PIIFields[:i], f) {
+			return fmt.Errorf("pii field %s is listed twice", f)
+		}
+	}
+	if c.SLA.P95Latency < 0 || c.SLA.P95Latency > time.Hour {
+		return fmt.Errorf("sla: p95 latency must be from 0 to 1h")
+	}
+	if c.SLA.Availability != "" && !availability.MatchString(c.SLA.Availability) {
+		return fmt.Errorf("sla: availability must be a percentage such as 99.9%% (got %q)", c.SLA.Availability)
+	}
+	return nil
 }

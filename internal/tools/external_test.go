@@ -112,6 +112,10 @@ func argMap(t *testing.T, s string) map[string]any {
 	return m
 }
 
+// irreversibleDefault is the irreversible class's default rate limit (the
+// four authority classes: about one a minute per agent, and a daily cap).
+var irreversibleDefault = tools.RateLimits{PerAgentPerMinute: 1, PerWorkspacePerDay: 50}
+
 func TestBuiltin_DeclaresNineToolsWithTheirContracts(t *testing.T) {
 	r := mustBuiltin(t)
 	var names []string
@@ -144,9 +148,9 @@ func TestBuiltin_DeclaresNineToolsWithTheirContracts(t *testing.T) {
 		{"webhook.post", policy.EffectMutate, policy.AuthorityWriteNonIdempotent, policy.RiskHigh, "webhook.post", nil,
 			tools.Gating{ApproverRole: "approver"}, tools.RateLimits{PerAgentPerMinute: 30}, 24 * time.Hour},
 		{"records.bulk_delete", policy.EffectDestructive, policy.AuthorityIrreversible, policy.RiskHigh, "tool.call.local", nil,
-			tools.Gating{Threshold: "count(keys) > 10", ApproverRole: "approver"}, tools.RateLimits{}, 7 * 24 * time.Hour},
+			tools.Gating{Threshold: "count(keys) > 10", ApproverRole: "approver"}, irreversibleDefault, 7 * 24 * time.Hour},
 		{"payment.initiate", policy.EffectDestructive, policy.AuthorityIrreversible, policy.RiskHigh, "payment.initiate", nil,
-			tools.Gating{Required: true, ApproverRole: "admin"}, tools.RateLimits{}, 7 * 24 * time.Hour},
+			tools.Gating{Required: true, ApproverRole: "admin"}, irreversibleDefault, 7 * 24 * time.Hour},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

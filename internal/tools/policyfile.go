@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -99,7 +100,14 @@ type UpstreamOverride struct {
 	Quorum     int
 	RateLimits RateLimits
 	Cheatsheet string
-	Line       int
+	// ClassRationale is the file's reason for how it classes the tool
+	// (shown as "The policy file says: …"); Reversibility, PIIFields and
+	// SLA are its contract's (see Contract).
+	ClassRationale string
+	Reversibility  string
+	PIIFields      []string
+	SLA            SLA
+	Line           int
 }
 
 // DefaultUpstreamTimeout bounds a forwarded call whose upstream names no
@@ -335,7 +343,8 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		return o, nil
 	}
-	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "escalate_after", "escalate_to", "quorum", "rate_limits", "cheatsheet"); err != nil {
+	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "escalate_after", "escalate_to", "quorum", "rate_limits", "cheatsheet",
+		"class_rationale", "reversibility", "pii_fields", "sla"); err != nil {
 		return o, err
 	}
 	str := func(key string) (string, *yaml.Node, error) {
@@ -442,5 +451,77 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 		return o, lineError(v, "%s: the cheatsheet has more than %d bytes", tool, maxCheatsheet)
 	}
 	o.Cheatsheet = s
+	if err := parseContractWords(n, tool, &o); err != nil {
+		return o, err
+	}
 	return o, nil
 }
+
+// parseContractWords reads an upstream tool's class_rationale,
+// reversibility, pii_fields and sla.
+func parseContractWords(n *yaml.Node, tool string, o *UpstreamOverride) error {
+	for _, k := range []struct {
+		key string
+		to  *string
+		min int
+	}{{"class_rationale", &o.ClassRationale, minRationale}, {"reversibility", &o.Reversibility, 1}} {
+		v := valueOf(n, k.key)
+		if v == nil {
+			continue
+		}
+		s, err := decodeAs[string](v, k.key)
+		if err != nil {
+			return err
+		}
+		s = strings.TrimSpace(s)
+		if l := utf8.RuneCountInString(s); l < k.min || l > maxFileRationale {
+			return lineError(v, "%s: %s must be %d to %d characters", tool, k.key, k.min, maxFileRationale)
+		}
+		*k.to = s
+	}
+	if v := valueOf(n, "pii_fields"); v != nil {
+		fields, err := decodeAs[[]string](v, "pii_fields")
+		if err != nil {
+			return err
+		}
+		for i, f := range fields {
+			if !piiFieldName.MatchString(f) {
+				return lineError(v, "%s: pii_fields: %q is not a field name", tool, f)
+			}
+			if slices.Contains(fields[:i], f) {
+				return lineError(v, "%s: pii_fields: %s is listed twice", tool, f)
+			}
+		}
+		o.PIIFields = fields
+	}
+	if v := valueOf(n, "sla"); v != nil {
+		if err := checkKeys(v, "p95_latency_ms", "availability"); err != nil {
+			return err
+		}
+		if l := valueOf(v, "p95_latency_ms"); l != nil {
+			ms, err := decodeAs[int](l, "p95_latency_ms")
+			if err != nil {
+				return err
+			}
+			if ms < 1 || ms > int(time.Hour/time.Millisecond) {
+				return lineError(l, "%s: sla: p95_latency_ms must be from 1 to 3600000", tool)
+			}
+			o.SLA.P95Latency = time.Duration(ms) * time.Millisecond
+		}
+		if a := valueOf(v, "availability"); a != nil {
+			s, err := decodeAs[string](a, "availability")
+			if err != nil {
+				return err
+			}
+			if !availability.MatchString(s) {
+				return lineError(a, "%s: sla: availability must be a percentage such as \"99.9%%\"", tool)
+			}
+			o.SLA.Availability = s
+		}
+	}
+	return nil
+}
+
+// maxFileRationale bounds the policy file's class_rationale and
+// reversibility (the reason rule: 10 to 500 characters).
+const maxFileRationale = 500

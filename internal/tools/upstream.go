@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/gatehouse/gatehouse/internal/canonjson"
-	"github.com/google/uuid"
 
 	"github.com/gatehouse/gatehouse/db"
 	"github.com/gatehouse/gatehouse/internal/policy"
@@ -354,6 +356,10 @@ func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, er
 			Summarize: func(map[string]any) string {
 				return fmt.Sprintf("Call %s on the upstream %s", name, upstream)
 			},
+			ClassRationale: UpstreamRationale(u.Annotations, o, c),
+			Reversibility:  upstreamReversibility(o, c),
+			PIIFields:      o.PIIFields,
+			SLA:            o.SLA,
 		},
 		Deliver: func(ctx context.Context, _ Workspace, args json.RawMessage) (Recorder, error) {
 			result, err := fw.Forward(ctx, upstream, name, hash, args, retry)
@@ -363,4 +369,54 @@ func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, er
 			return func(context.Context, *db.Queries, uuid.UUID) (any, error) { return result, nil }, nil
 		},
 	}, nil
+}
+
+// UpstreamRationale says in words how an upstream tool came to its
+// authority class: the policy file's reason, or what the file declared,
+// or what its annotations (read as the worst case where a hint is
+// missing) imply; and, where the annotations made the file's class
+// stricter, that they did.
+func UpstreamRationale(a Annotations, o UpstreamOverride, c UpstreamClass) string {
+	fileSpeaks := o.Effect != "" || o.Authority != "" || o.ActionClass != ""
+	var why string
+	switch {
+	case o.ClassRationale != "":
+		why = "The policy file says: " + o.ClassRationale
+	case fileSpeaks:
+		var said []string
+		for _, kv := range [][2]string{{"effect", string(o.Effect)}, {"authority", string(o.Authority)}, {"action_class", o.ActionClass}} {
+			if kv[1] != "" {
+				said = append(said, kv[0]+": "+kv[1])
+			}
+		}
+		why = "The policy file declares it (" + strings.Join(said, ", ") + ") without a reason (class_rationale)."
+	case c.Authority == policy.AuthorityRead:
+		why = "Declared read-only by its annotations (readOnlyHint: true)."
+	case c.Authority == policy.AuthorityWriteIdempotent:
+		why = "Its annotations declare a change that is idempotent and not destructive (idempotentHint: true, destructiveHint: false)."
+	case c.Authority == policy.AuthorityWriteNonIdempotent:
+		why = "Its annotations declare a change and do not say it is idempotent, so repeating a call may repeat its effect."
+	case a.Destructive != nil && *a.Destructive:
+		why = "Its annotations say it may destroy data (destructiveHint: true), so it is taken as irreversible."
+	default:
+		why = "Its annotations do not say it is read-only or not destructive, so it is taken as the worst case: irreversible."
+	}
+	if fileSpeaks && o.Authority != "" && authorityRank[c.Authority] > authorityRank[o.Authority] {
+		why += " Its annotations make it stricter than the file says: " + string(c.Authority) + "."
+	}
+	return why
+}
+
+// upstreamReversibility is the file's word on undoing the tool's effect,
+// or the class's default; an irreversible tool's opens with "None via
+// tools" whatever the file says.
+func upstreamReversibility(o UpstreamOverride, c UpstreamClass) string {
+	r := o.Reversibility
+	if c.Authority == policy.AuthorityIrreversible && !strings.HasPrefix(strings.ToLower(r), strings.ToLower(NoneViaTools)) {
+		if r == "" {
+			return NoneViaTools + "."
+		}
+		return NoneViaTools + ". " + r
+	}
+	return r
 }

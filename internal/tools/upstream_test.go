@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -294,5 +295,106 @@ func TestUpstreamTool_DefinitionHashChangesWithTheDescription(t *testing.T) {
 	h3, _ := u.DefinitionHash()
 	if h1 != h2 || h1 == h3 || len(h1) != 64 {
 		t.Errorf("hashes: %s %s %s", h1, h2, h3)
+	}
+}
+
+type acceptAll struct{}
+
+func (acceptAll) Accepted(string, string, string) bool { return true }
+func (acceptAll) Forward(context.Context, string, string, string, json.RawMessage, bool) (json.RawMessage, error) {
+	return nil, nil
+}
+
+// An upstream tool's class rationale says how it was classified: the
+// file's reason, what the file declared, or what its annotations imply;
+// its reversibility and personal-data fields come from the file.
+func TestDeclareUpstream_SaysWhyItHasItsClass(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name                     string
+		a                        Annotations
+		o                        UpstreamOverride
+		rationale, reversibility string
+	}{
+		{"read-only by its annotations", Annotations{ReadOnly: yes(), OpenWorld: no()}, UpstreamOverride{},
+			"Declared read-only by its annotations (readOnlyHint: true).", "Nothing to undo: a read changes nothing."},
+		{"no annotations: the worst case", Annotations{}, UpstreamOverride{},
+			"Its annotations do not say it is read-only or not destructive, so it is taken as the worst case: irreversible.", "None via tools."},
+		{"destructive by its annotations", Annotations{Destructive: yes()}, UpstreamOverride{Reversibility: "Restore from the nightly backup."},
+			"Its annotations say it may destroy data (destructiveHint: true), so it is taken as irreversible.", "None via tools. Restore from the nightly backup."},
+		{"the file's reason", Annotations{}, UpstreamOverride{Effect: policy.EffectRead, ClassRationale: "It only lists files; we read its source."},
+			"The policy file says: It only lists files; we read its source.", "Nothing to undo: a read changes nothing."},
+		{"the file without a reason", Annotations{Destructive: no(), OpenWorld: no()}, UpstreamOverride{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent},
+			"The policy file declares it (effect: mutate, authority: write-idempotent) without a reason (class_rationale).", "Another call with the earlier value overwrites it."},
+		{"annotations stricter than the file", Annotations{Destructive: yes()}, UpstreamOverride{Effect: policy.EffectMutate, Authority: policy.AuthorityWriteIdempotent, ClassRationale: "An upsert by path."},
+			"The policy file says: An upsert by path. Its annotations make it stricter than the file says: irreversible.", "None via tools."},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := UpstreamConfig{Name: "files", Tools: map[string]UpstreamOverride{"t": c.o}}
+			decl, err := DeclareUpstream(cfg, UpstreamTool{Upstream: "files", Name: "t", Annotations: c.a}, acceptAll{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Builtin()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.ReplaceUpstream("files", []Tool{decl}); err != nil {
+				t.Fatalf("the declaration does not settle: %v", err)
+			}
+			got, _ := r.Get("files.t")
+			if got.Contract.ClassRationale != c.rationale || got.Contract.Reversibility != c.reversibility {
+				t.Errorf("rationale %q\nreversibility %q", got.Contract.ClassRationale, got.Contract.Reversibility)
+			}
+		})
+	}
+}
+
+func TestParsePolicyFile_ContractWords(t *testing.T) {
+	t.Parallel()
+	classes := policy.DefaultClasses()
+	doc := `
+upstreams:
+  - name: crm
+    url: http://127.0.0.1:9000/mcp
+    tools:
+      find_customer:
+        effect: read
+        class_rationale: "Looks a customer up by id; it writes nothing."
+        pii_fields: [email, phone]
+        sla: {p95_latency_ms: 500, availability: "99.9%"}
+      close_account:
+        reversibility: "Support can reopen it within 30 days."
+`
+	f, err := ParsePolicyFile([]byte(doc), classes, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := f.Upstreams[0].Tools["find_customer"]
+	if find.ClassRationale != "Looks a customer up by id; it writes nothing." || !slices.Equal(find.PIIFields, []string{"email", "phone"}) ||
+		find.SLA != (SLA{P95Latency: 500 * time.Millisecond, Availability: "99.9%"}) {
+		t.Errorf("find_customer: %+v", find)
+	}
+	if got := f.Upstreams[0].Tools["close_account"].Reversibility; got != "Support can reopen it within 30 days." {
+		t.Errorf("reversibility: %q", got)
+	}
+	tool := func(body string) string {
+		return "upstreams:\n  - name: a\n    url: http://x/mcp\n    tools:\n      t:\n" + body
+	}
+	for name, c := range map[string]struct{ doc, want string }{
+		"a reason too short":   {tool("        effect: read\n        class_rationale: why\n"), "line 7: a.t: class_rationale must be 10 to 500 characters"},
+		"a reason too long":    {tool("        class_rationale: " + strings.Repeat("x", 501) + "\n"), "line 6: a.t: class_rationale must be 10 to 500 characters"},
+		"a reason not text":    {tool("        class_rationale: [a, b]\n"), "line 6: class_rationale"},
+		"empty reversibility":  {tool("        reversibility: \"\"\n"), "line 6: a.t: reversibility must be 1 to 500 characters"},
+		"a pii field twice":    {tool("        pii_fields: [to, to]\n"), "line 6: a.t: pii_fields: to is listed twice"},
+		"a pii field no name":  {tool("        pii_fields: [\"e mail\"]\n"), "line 6: a.t: pii_fields: \"e mail\" is not a field name"},
+		"an unknown sla key":   {tool("        sla: {p99: 3}\n"), "line 6: unknown key \"p99\""},
+		"a latency of nothing": {tool("        sla: {p95_latency_ms: 0}\n"), "line 6: a.t: sla: p95_latency_ms must be from 1"},
+		"no percentage":        {tool("        sla: {availability: \"three nines\"}\n"), "line 6: a.t: sla: availability must be a percentage"},
+	} {
+		if _, err := ParsePolicyFile([]byte(c.doc), classes, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", name, err, c.want)
+		}
 	}
 }

@@ -1589,11 +1589,14 @@ type Contract struct {
 	ActionClass *string `json:"action_class,omitempty"`
 
 	// ActionClasses The classes a computed classification can give.
-	ActionClasses      *[]string                `json:"action_classes,omitempty"`
-	AuditRetentionDays int                      `json:"audit_retention_days"`
-	Authority          ContractAuthority        `json:"authority"`
-	Constraints        []map[string]interface{} `json:"constraints"`
-	HumanGating        struct {
+	ActionClasses      *[]string         `json:"action_classes,omitempty"`
+	AuditRetentionDays int               `json:"audit_retention_days"`
+	Authority          ContractAuthority `json:"authority"`
+
+	// ClassRationale Why the tool has its authority class, in words: the tool's own, or for an upstream tool how it was classified (its annotations, or the policy file's class_rationale).
+	ClassRationale string                   `json:"class_rationale"`
+	Constraints    []map[string]interface{} `json:"constraints"`
+	HumanGating    struct {
 		ApprovalWindowSeconds *int    `json:"approval_window_seconds,omitempty"`
 		ApproverRole          *string `json:"approver_role,omitempty"`
 		NotGatedReason        *string `json:"not_gated_reason,omitempty"`
@@ -1605,12 +1608,27 @@ type Contract struct {
 		Required      *bool     `json:"required,omitempty"`
 		WindowSeconds *int      `json:"window_seconds,omitempty"`
 	} `json:"idempotency"`
+
+	// PiiFields Fields of its arguments (and, for a read, of its result) that hold personal data: redacted as "[redacted]" in the audit export, and named (never their values) as pii_read on a read's audit row.
+	PiiFields  []string `json:"pii_fields"`
 	RateLimits struct {
 		PerAgentPerMinute   *int `json:"per_agent_per_minute,omitempty"`
 		PerWorkspacePerDay  *int `json:"per_workspace_per_day,omitempty"`
 		PerWorkspacePerHour *int `json:"per_workspace_per_hour,omitempty"`
 	} `json:"rate_limits"`
-	Risk ContractRisk `json:"risk"`
+
+	// Reversibility How an effect of the tool is undone; an irreversible tool's opens with 'None via tools'.
+	Reversibility string       `json:"reversibility"`
+	Risk          ContractRisk `json:"risk"`
+
+	// Sla The tool's stated service level; a field it does not state is absent.
+	Sla struct {
+		// Availability Share of calls expected to succeed, such as 99.9%.
+		Availability *string `json:"availability,omitempty"`
+
+		// P95LatencyMs Expected 95th percentile of a call's duration, in milliseconds.
+		P95LatencyMs *int `json:"p95_latency_ms,omitempty"`
+	} `json:"sla"`
 }
 
 // ContractAuthority defines model for Contract.Authority.
