@@ -90,11 +90,15 @@ func policyCheckCommand(args []string, getenv func(string) string, stdout, stder
 		return err
 	}
 	f, err := tools.LoadPolicyFile(file, registry.Classes(), cfg.Getenv)
+	if err == nil {
+		// The built-in tools' overrides are checked as the server applies them.
+		err = tools.ApplyOverrides(registry, f)
+	}
 	if err != nil {
 		// The loader's errors name the file and each its line.
 		return errors.New(strings.Join(replay.FileErrors(err), "\n"))
 	}
-	overrides := 0
+	overrides := len(f.Tools)
 	for _, u := range f.Upstreams {
 		overrides += len(u.Tools)
 	}

@@ -65,6 +65,9 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		if policyFile, err = tools.LoadPolicyFile(cfg.PolicyFile, registry.Classes(), cfg.Getenv); err != nil {
 			return err
 		}
+		if err = tools.ApplyOverrides(registry, policyFile); err != nil {
+			return err // the built-in tools' overrides, checked as declarations
+		}
 	}
 	database, err := openDatabase(ctx, cfg, log)
 	if err != nil {

@@ -199,6 +199,8 @@ type Candidate struct {
 	// builtin reports whether a tool is one of Gatehouse's own (never an
 	// upstream's, whatever its name's prefix).
 	builtin func(string) bool
+	// overrides are the file's overrides of built-in tools (its tools:).
+	overrides map[string]tools.UpstreamOverride
 }
 
 // NewCandidate is file applied to calls: annotations are the upstream
@@ -210,6 +212,7 @@ func NewCandidate(file *tools.PolicyFile, annotations map[string]tools.Annotatio
 		for _, u := range file.Upstreams {
 			c.upstreams[u.Name] = u
 		}
+		c.overrides = file.Tools
 	}
 	return c
 }
@@ -218,7 +221,8 @@ func NewCandidate(file *tools.PolicyFile, annotations map[string]tools.Annotatio
 // an upstream the file names.
 func (c *Candidate) Covers(tool string) bool {
 	if c.builtin != nil && c.builtin(tool) {
-		return false
+		_, overridden := c.overrides[tool]
+		return overridden
 	}
 	upstream, _, ok := strings.Cut(tool, ".")
 	_, declared := c.upstreams[upstream]
@@ -234,6 +238,10 @@ func (c *Candidate) Covers(tool string) bool {
 // an empty action class: the tool was held then (its definition not
 // accepted), which no file changes.
 func (c *Candidate) apply(call *policy.Call, tool string) {
+	if o, ok := c.overrides[tool]; ok && c.builtin != nil && c.builtin(tool) {
+		applyBuiltin(call, o)
+		return
+	}
 	upstream, name, _ := strings.Cut(tool, ".")
 	cls := tools.ClassifyUpstream(c.annotations[tool], c.upstreams[upstream].Tools[name])
 	call.Effect, call.Risk = cls.Effect, cls.Risk
@@ -412,4 +420,30 @@ func (t *Tally) Report() Report {
 		r.ReadUntil = &last
 	}
 	return r
+}
+
+// applyBuiltin makes call what the server would have decided on under a
+// file's override of a built-in tool (tools.ApplyOverrides): its effect,
+// risk, gating, approver role, class and constraints where the file names
+// them. A threshold is not replayed: whether a call exceeded it needs the
+// call's arguments, which the decision's inputs do not keep.
+func applyBuiltin(call *policy.Call, o tools.UpstreamOverride) {
+	if o.Effect != "" {
+		call.Effect = o.Effect
+	}
+	if o.Risk != "" {
+		call.Risk = o.Risk
+	}
+	if o.HumanGated != nil {
+		call.HumanGated = *o.HumanGated
+	}
+	if o.ApproverRole != "" {
+		call.ApproverRole = o.ApproverRole
+	}
+	if o.ActionClass != "" && call.ActionClass != "" {
+		call.ActionClass = o.ActionClass
+	}
+	for _, k := range o.Constraints {
+		call.Constraints = append(call.Constraints, k.Kind)
+	}
 }

@@ -318,3 +318,18 @@ func TestReplay_PredictsWhatEnforcingTheFileDoes(t *testing.T) {
 		})
 	}
 }
+
+// A file's override of a built-in tool is replayed too: records.search,
+// gated by the file, would have asked an approver every time.
+func TestReplay_ABuiltinToolsOverrideIsReplayed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	r := f.replay(t, "tools:\n  records.search:\n    human_gated: true\n", lastHour())
+	s := group(t, r, "records.search")
+	if !s.Covered || s.Calls != 3 || s.NewlyAsks != 3 || s.ApprovalsCost != 3 {
+		t.Fatalf("records.search under the file: %+v", s)
+	}
+	if w := group(t, r, "up.write"); w.Covered || w.Unchanged != 3 {
+		t.Fatalf("an upstream tool the file does not declare: %+v", w)
+	}
+}

@@ -24,6 +24,10 @@ import (
 // an error that names the line.
 type PolicyFile struct {
 	Upstreams []UpstreamConfig
+	// Tools overrides, per built-in tool name, its contract (the same keys
+	// as an upstream tool's override, with threshold and constraints):
+	// ApplyOverrides applies them to the registry.
+	Tools map[string]UpstreamOverride
 }
 
 // UpstreamConfig is one upstream MCP server.
@@ -94,6 +98,12 @@ type UpstreamOverride struct {
 	Risk         policy.Risk
 	HumanGated   *bool
 	ApproverRole string
+	// Threshold gates only the calls above it ("amount > 10000"), and
+	// Constraints add runtime constraints in the constraint vocabulary
+	// (an irreversible tool's destination allowlist, say); built-in tools
+	// (PolicyFile.Tools) only.
+	Threshold   string
+	Constraints []policy.Constraint
 	// Escalation and Quorum of its approval packets (zero: the
 	// workspace's rules).
 	Escalation Escalation
@@ -152,8 +162,23 @@ func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(str
 		return f, nil
 	}
 	root := doc.Content[0]
-	if err := checkKeys(root, "upstreams"); err != nil {
+	if err := checkKeys(root, "upstreams", "tools"); err != nil {
 		return nil, err
+	}
+	if tl := valueOf(root, "tools"); tl != nil {
+		if tl.Kind != yaml.MappingNode {
+			return nil, lineError(tl, "tools must be a mapping of built-in tool names to their overrides")
+		}
+		f.Tools = map[string]UpstreamOverride{}
+		for i := 0; i+1 < len(tl.Content); i += 2 {
+			name := tl.Content[i].Value
+			o, err := parseOverride(tl.Content[i+1], name, classes)
+			if err != nil {
+				return nil, err
+			}
+			o.Line = tl.Content[i].Line
+			f.Tools[name] = o
+		}
 	}
 	list := valueOf(root, "upstreams")
 	if list == nil {
@@ -344,7 +369,7 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 		return o, nil
 	}
 	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "escalate_after", "escalate_to", "quorum", "rate_limits", "cheatsheet",
-		"class_rationale", "reversibility", "pii_fields", "sla"); err != nil {
+		"class_rationale", "reversibility", "pii_fields", "sla", "threshold", "constraints"); err != nil {
 		return o, err
 	}
 	str := func(key string) (string, *yaml.Node, error) {
@@ -454,7 +479,63 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 	if err := parseContractWords(n, tool, &o); err != nil {
 		return o, err
 	}
+	if s, v, err = str("threshold"); err != nil {
+		return o, err
+	}
+	if s != "" {
+		if _, err := policy.ParseThreshold(s); err != nil {
+			return o, lineError(v, "%s: threshold: %v", tool, err)
+		}
+		o.Threshold = s
+	}
+	if v := valueOf(n, "constraints"); v != nil {
+		if o.Constraints, err = parseConstraints(v, tool); err != nil {
+			return o, err
+		}
+	}
 	return o, nil
+}
+
+// parseConstraints reads a tool's runtime constraints, in the constraint
+// vocabulary (docs/policy.md): each a mapping with kind and its bound
+// (values, amount, at as RFC 3339, limit and window as a duration).
+func parseConstraints(v *yaml.Node, tool string) ([]policy.Constraint, error) {
+	if v.Kind != yaml.SequenceNode {
+		return nil, lineError(v, "%s: constraints must be a list", tool)
+	}
+	out := make([]policy.Constraint, 0, len(v.Content))
+	for _, item := range v.Content {
+		if err := checkKeys(item, "kind", "values", "amount", "at", "limit", "window"); err != nil {
+			return nil, err
+		}
+		raw, err := decodeAs[struct {
+			Kind   string   `yaml:"kind"`
+			Values []string `yaml:"values"`
+			Amount float64  `yaml:"amount"`
+			At     string   `yaml:"at"`
+			Limit  int      `yaml:"limit"`
+			Window string   `yaml:"window"`
+		}](item, "constraints")
+		if err != nil {
+			return nil, err
+		}
+		c := policy.Constraint{Kind: raw.Kind, Values: raw.Values, Amount: raw.Amount, Limit: raw.Limit}
+		if raw.At != "" {
+			if c.At, err = time.Parse(time.RFC3339, raw.At); err != nil {
+				return nil, lineError(item, "%s: constraint %s: at must be an RFC 3339 time", tool, raw.Kind)
+			}
+		}
+		if raw.Window != "" {
+			if c.Window, err = time.ParseDuration(raw.Window); err != nil {
+				return nil, lineError(item, "%s: constraint %s: window must be a duration such as 1h", tool, raw.Kind)
+			}
+		}
+		if err := c.Validate(); err != nil {
+			return nil, lineError(item, "%s: %v", tool, strings.TrimPrefix(err.Error(), "policy: "))
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // parseContractWords reads an upstream tool's class_rationale,

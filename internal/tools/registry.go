@@ -318,6 +318,40 @@ func (r *Registry) ReplaceUpstream(upstream string, decls []Tool) error {
 	return nil
 }
 
+// Override declares tools again in place of those of the same names (the
+// policy file's overrides of built-in tools, ApplyOverrides): each is
+// checked as a declaration; a bad one leaves the registry as it was.
+func (r *Registry) Override(decls []Tool) error {
+	r.mu.Lock()
+	old := r.cur.Load()
+	replaced := map[string]bool{}
+	for _, d := range decls {
+		if _, ok := old.byName[d.Name]; !ok {
+			r.mu.Unlock()
+			return fmt.Errorf("tools: %s is not declared", d.Name)
+		}
+		replaced[d.Name] = true
+	}
+	var keep []*Tool
+	for _, n := range old.names {
+		if !replaced[n] {
+			keep = append(keep, old.byName[n])
+		}
+	}
+	st, err := r.build(keep, decls)
+	if err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	r.cur.Store(st)
+	changed := slices.Clone(r.changed)
+	r.mu.Unlock()
+	for _, f := range changed {
+		f()
+	}
+	return nil
+}
+
 // Get returns the tool of that name.
 func (r *Registry) Get(name string) (*Tool, bool) {
 	t, ok := r.cur.Load().byName[name]
