@@ -229,8 +229,16 @@ func newSoak(t *testing.T, concurrency int) *soak {
 	}
 	t.Cleanup(pool.Close)
 
+	// The load is hundreds of keyed notes.append a second from one token:
+	// far above write-non-idempotent's default limit (10 a minute), which
+	// this test is not about. The policy file raises it, as an operator would.
+	policy := filepath.Join(dir, "gatehouse.yaml")
+	if err := os.WriteFile(policy, []byte("tools:\n  notes.append:\n    rate_limits: {per_agent_per_minute: 1000000}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s := &soak{t: t, bin: bin, pool: pool, env: []string{
 		"DATABASE_URL=" + url,
+		"GATEHOUSE_POLICY_FILE=" + policy,
 		"GATEHOUSE_IDEMPOTENCY_LEASE=" + soakLease.String(),
 		"GATEHOUSE_ADMIN_PASSWORD=" + soakRandomHex(24),
 		"GATEHOUSE_DATA_DIR=" + filepath.Join(dir, "var"),
