@@ -94,7 +94,7 @@ func (s *session) applied(p proposals.Proposal, data map[string]any) *sdk.CallTo
 	}
 	if tool, ok := s.g.registry.Get(p.Tool); ok && tool.Upstream != "" {
 		var res sdk.CallToolResult
-		if err := json.Unmarshal(p.Result, &res); err == nil && len(res.Content) > 0 {
+		if err := json.Unmarshal(p.Result, &res); err == nil && (len(res.Content) > 0 || res.StructuredContent != nil) {
 			res.Meta = sdk.Meta{"gatehouse/proposal_id": p.ID.String()}
 			return &res
 		}

@@ -38,13 +38,19 @@ func ReservedArgument(name string) bool { return name == argRationale || name ==
 
 // mcpTool is a registry tool as MCP clients list it.
 func (g *Gateway) mcpTool(t *tools.Tool) *sdk.Tool {
-	return &sdk.Tool{
+	def := &sdk.Tool{
 		Name:        t.Name,
 		Title:       toolTitle(t),
 		Description: toolDescription(t, g.registry.Classes()),
 		InputSchema: inputSchema(t),
 		Annotations: g.annotations(t),
 	}
+	if t.Upstream != "" {
+		if out := g.upstreams.OutputSchema(t.Name); out != nil {
+			def.OutputSchema = outputSchema(t.Name, out)
+		}
+	}
+	return def
 }
 
 // toolTitle is the tool's title, or one made from its name

@@ -57,6 +57,9 @@ type Upstreams struct {
 
 	mu   sync.RWMutex
 	pins map[string]pin // "<upstream>/<tool>" → the accepted definition, as last read
+	// outputs are the output schemas of the declared upstream tools, by
+	// declared name, from the definitions they are declared by.
+	outputs map[string]json.RawMessage
 
 	// bg ends with Close: it bounds the listings that notifications start.
 	bg      context.Context
@@ -185,7 +188,7 @@ func NewUpstreams(pool *pgxpool.Pool, registry *tools.Registry, file *tools.Poli
 		version = "dev"
 	}
 	u := &Upstreams{pool: pool, q: db.New(pool), registry: registry, log: log, ws: workspaceID, version: version,
-		byName: map[string]*upstream{}, pins: map[string]pin{}}
+		byName: map[string]*upstream{}, pins: map[string]pin{}, outputs: map[string]json.RawMessage{}}
 	u.bg, u.stop = context.WithCancel(context.Background())
 	if file == nil {
 		return u, nil
@@ -488,6 +491,7 @@ func (u *Upstreams) declare(up *upstream) error {
 	up.mu.Lock()
 	names := slices.Sorted(maps.Keys(up.listed))
 	var decls []tools.Tool
+	outputs := map[string]json.RawMessage{}
 	for _, name := range names {
 		lt := up.listed[name]
 		lt.declProblem = ""
@@ -521,9 +525,34 @@ func (u *Upstreams) declare(up *upstream) error {
 		}
 		up.listed[name] = lt
 		decls = append(decls, decl)
+		if def.OutputSchema != nil {
+			outputs[decl.Name] = def.OutputSchema
+		}
 	}
 	up.mu.Unlock()
+	// The output schemas go with the declarations they were made from,
+	// in place before the registry tells the sessions of the change.
+	u.mu.Lock()
+	for name := range u.outputs {
+		if strings.HasPrefix(name, up.cfg.Name+".") {
+			delete(u.outputs, name)
+		}
+	}
+	maps.Copy(u.outputs, outputs)
+	u.mu.Unlock()
 	return u.registry.ReplaceUpstream(up.cfg.Name, decls)
+}
+
+// OutputSchema is the output schema of the upstream tool declared as
+// tool (<upstream>.<tool>), from the definition it is declared by (the
+// pinned one while it is held); nil when it has none.
+func (u *Upstreams) OutputSchema(tool string) json.RawMessage {
+	if u == nil {
+		return nil
+	}
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	return u.outputs[tool]
 }
 
 // examine turns a listed tool into what is pinned and declared, or says
@@ -540,10 +569,27 @@ func (u *Upstreams) examine(cfg tools.UpstreamConfig, t *sdk.Tool) listedTool {
 		schema = []byte(`{"type":"object"}`)
 	}
 	def.InputSchema = schema
+	if t.OutputSchema != nil {
+		if out, err := json.Marshal(t.OutputSchema); err == nil && string(out) != "null" {
+			def.OutputSchema = out
+		}
+	}
 	lt := listedTool{def: def}
 	if !validToolName(t.Name) {
 		lt.problem = "its name is not 1 to 100 of A–Z a–z 0–9 _ . -"
 		return lt
+	}
+	// The specification (and the TypeScript SDK, which refuses the whole
+	// listing otherwise) wants an output schema of type "object", as
+	// structuredContent is an object.
+	if def.OutputSchema != nil {
+		var o struct {
+			Type any `json:"type"`
+		}
+		if json.Unmarshal(def.OutputSchema, &o) != nil || o.Type != "object" {
+			lt.problem = "its output schema is not an object schema"
+			return lt
+		}
 	}
 	var s struct {
 		Type       any                        `json:"type"`
@@ -718,7 +764,7 @@ func changedParts(a, b json.RawMessage) string {
 		return "definition"
 	}
 	var parts []string
-	for _, f := range []struct{ key, name string }{{"name", "name"}, {"title", "title"}, {"description", "description"}, {"inputSchema", "input schema"}, {"annotations", "annotations"}} {
+	for _, f := range []struct{ key, name string }{{"name", "name"}, {"title", "title"}, {"description", "description"}, {"inputSchema", "input schema"}, {"outputSchema", "output schema"}, {"annotations", "annotations"}} {
 		if !reflect.DeepEqual(x[f.key], y[f.key]) {
 			parts = append(parts, f.name)
 		}

@@ -51,22 +51,36 @@ type UpstreamTool struct {
 	Title       string
 	Description string
 	InputSchema json.RawMessage
-	Annotations Annotations
+	// OutputSchema is the JSON Schema of the result's structuredContent,
+	// when the upstream declares one (nil when it does not).
+	OutputSchema json.RawMessage
+	Annotations  Annotations
 }
 
 // DeclaredName is the tool's name in the registry: <upstream>.<tool>.
 func (u UpstreamTool) DeclaredName() string { return u.Upstream + "." + u.Name }
 
+// upstreamDefinition is the pinned form of an upstream tool. Fields added
+// after pins were first kept are omitted when empty, so a tool that does
+// not use them hashes as it always did and no pin moves on an upgrade.
+type upstreamDefinition struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  Annotations     `json:"annotations"`
+}
+
 // Definition is what is pinned of an upstream tool: its name, description,
-// input schema and annotations, as canonical JSON (RFC 8785).
+// input schema, output schema (when it has one) and annotations, as
+// canonical JSON (RFC 8785).
 func (u UpstreamTool) Definition() (json.RawMessage, error) {
-	b, err := json.Marshal(struct {
-		Name        string          `json:"name"`
-		Title       string          `json:"title,omitempty"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"inputSchema"`
-		Annotations Annotations     `json:"annotations"`
-	}{u.Name, u.Title, u.Description, u.InputSchema, u.Annotations})
+	output := u.OutputSchema
+	if string(output) == "null" {
+		output = nil
+	}
+	b, err := json.Marshal(upstreamDefinition{u.Name, u.Title, u.Description, u.InputSchema, output, u.Annotations})
 	if err != nil {
 		return nil, fmt.Errorf("tools: encode %s: %w", u.DeclaredName(), err)
 	}
@@ -78,7 +92,9 @@ func (u UpstreamTool) Definition() (json.RawMessage, error) {
 }
 
 // DefinitionHash is the SHA-256 (hex) of Definition: a pin. Any change of
-// name, description, input schema or annotations changes it.
+// name, description, input schema, output schema or annotations changes
+// it; a tool without an output schema hashes as before output schemas
+// were pinned.
 func (u UpstreamTool) DefinitionHash() (string, error) {
 	def, err := u.Definition()
 	if err != nil {
@@ -92,17 +108,12 @@ func (u UpstreamTool) DefinitionHash() (string, error) {
 // as the database keeps it) back into the tool it describes. Its hash is
 // checked against hash, so what is read back is exactly what was pinned.
 func UpstreamToolFromDefinition(upstream, hash string, def json.RawMessage) (UpstreamTool, error) {
-	var d struct {
-		Name        string          `json:"name"`
-		Title       string          `json:"title"`
-		Description string          `json:"description"`
-		InputSchema json.RawMessage `json:"inputSchema"`
-		Annotations Annotations     `json:"annotations"`
-	}
+	var d upstreamDefinition
 	if err := json.Unmarshal(def, &d); err != nil {
 		return UpstreamTool{}, fmt.Errorf("tools: read the pinned definition of %s: %w", upstream, err)
 	}
-	u := UpstreamTool{Upstream: upstream, Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: d.InputSchema, Annotations: d.Annotations}
+	u := UpstreamTool{Upstream: upstream, Name: d.Name, Title: d.Title, Description: d.Description, InputSchema: d.InputSchema,
+		OutputSchema: d.OutputSchema, Annotations: d.Annotations}
 	got, err := u.DefinitionHash()
 	if err != nil {
 		return UpstreamTool{}, err
