@@ -137,3 +137,20 @@ func TestExamplePolicyFile_LoadsAndApplies(t *testing.T) {
 		t.Fatalf("the example declares %d tools and %d upstreams", len(f.Tools), len(f.Upstreams))
 	}
 }
+
+// An upstream tool takes a threshold, but not constraints: its arguments
+// say nothing Gatehouse could check them against.
+func TestParsePolicyFile_UpstreamToolsTakeNoConstraints(t *testing.T) {
+	t.Parallel()
+	r, _ := tools.Builtin()
+	doc := "upstreams:\n  - name: pay\n    url: http://127.0.0.1:9/mcp\n    tools:\n      wire:\n        threshold: \"amount > 100\"\n"
+	f, err := tools.ParsePolicyFile([]byte(doc), r.Classes(), func(string) string { return "" })
+	if err != nil || f.Upstreams[0].Tools["wire"].Threshold != "amount > 100" {
+		t.Fatalf("threshold: %v %+v", err, f)
+	}
+	doc += "        constraints:\n          - {kind: domain_allowlist, values: [a.example]}\n"
+	if _, err := tools.ParsePolicyFile([]byte(doc), r.Classes(), func(string) string { return "" }); err == nil ||
+		!strings.Contains(err.Error(), "line 8: upstream pay: tool wire: constraints apply to built-in tools only") {
+		t.Fatalf("constraints on an upstream tool: %v", err)
+	}
+}

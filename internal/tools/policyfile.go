@@ -354,6 +354,12 @@ func parseUpstream(n *yaml.Node, classes *policy.ClassRegistry, getenv func(stri
 			if err != nil {
 				return u, err
 			}
+			if len(o.Constraints) > 0 {
+				// Gatehouse reads a built-in tool's facts (its recipients,
+				// hosts, amount) from its arguments; an upstream tool's
+				// arguments say nothing it could check a constraint against.
+				return u, lineError(valueOf(v.Content[i+1], "constraints"), "upstream %s: tool %s: constraints apply to built-in tools only", u.Name, name)
+			}
 			u.Tools[name] = o
 		}
 	}

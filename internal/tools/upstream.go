@@ -361,7 +361,7 @@ func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, er
 			},
 			ActionClasses: []string{class},
 			Gating: Gating{Required: c.HumanGated, ApproverRole: c.ApproverRole, NotGatedReason: c.NotGatedReason,
-				Escalation: c.Escalation, Quorum: c.Quorum},
+				Escalation: c.Escalation, Quorum: c.Quorum, Threshold: o.Threshold},
 			Idempotency: Idempotency{Required: c.Authority == policy.AuthorityWriteNonIdempotent || c.Authority == policy.AuthorityIrreversible},
 			RateLimits:  c.RateLimits,
 			Summarize: func(map[string]any) string {
