@@ -69,6 +69,7 @@ var crossWorkspace = map[string]string{
 	"ReconcileRejectedOrExpired":    "start-up repair across workspaces (crash recovery)",
 	"ReconcileOrphanedPackets":      "start-up repair across workspaces (crash recovery)",
 	"ReplayCallsPage":               "the policy replay command line over every workspace: a period's calls, a window of the primary key at a time (read-only operator tool)",
+	"ListUnreportedCalls":           "the sweeper marks every workspace's caller-executed calls whose execution ticket expired unreported",
 	"ClaimTurn":                     "the chat worker claims the next turn with work, in any workspace",
 	"ReleaseLeases":                 "a stopping instance releases its own chat leases, in any workspace",
 	"ClaimReceiptVerification":      "the verify worker claims the next queued run, in any workspace",

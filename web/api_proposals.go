@@ -57,6 +57,10 @@ type proposalJSON struct {
 	OutcomeUnknown bool   `json:"outcome_unknown,omitempty"`
 	Note           string `json:"note,omitempty"`
 	CreatedAt      string `json:"created_at"`
+	// ExecutionTicket lets the proposing caller run a caller-executed
+	// call until TicketExpiresAt, then report it (api_caller.go).
+	ExecutionTicket string `json:"execution_ticket,omitempty"`
+	TicketExpiresAt string `json:"ticket_expires_at,omitempty"`
 }
 
 func toProposalJSON(p proposals.Proposal) proposalJSON {
@@ -77,6 +81,9 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 	}
 	if p.Status == proposals.StatusPending {
 		out.ConfirmURL = proposalURL(p)
+	}
+	if t := p.Ticket; t != nil {
+		out.ExecutionTicket, out.TicketExpiresAt = t.Value, rfc3339(t.ExpiresAt)
 	}
 	if a := p.Packet; a != nil {
 		ttl := int(max(0, time.Until(a.ExpiresAt).Seconds()))
@@ -298,11 +305,16 @@ func (s *Server) apiDecide(c echo.Context) error {
 	return c.JSON(http.StatusOK, toDecisionJSON(&d))
 }
 
-// apiGetProposal handles "GET /api/v1/proposals/:id".
+// apiGetProposal handles "GET /api/v1/proposals/:id", and with
+// ?wait=30s (and &status=, the status last seen) waits for a change
+// (api_caller.go).
 func (s *Server) apiGetProposal(c echo.Context) error {
 	id, err := pathID(c, proposals.ErrNotFound)
 	if err != nil {
 		return err
+	}
+	if c.QueryParam("wait") != "" {
+		return s.apiWaitProposal(c, id)
 	}
 	p, err := s.props.Get(c.Request().Context(), principal(c), id)
 	if err != nil {

@@ -90,6 +90,7 @@ func TestHostileInput_EveryStateChangingRouteRefusesItAndWritesNothing(t *testin
 		{"POST", "/api/v1" + prop + "/apply", `{"arguments": {"collection": "c", "key": %s, "value": {}}}`, false, user},
 		{"POST", "/api/v1" + prop + "/reject", `{"reason": %s}`, false, user},
 		{"POST", "/api/v1" + prop + "/performed", `{"note": %s}`, false, user},
+		{"POST", "/api/v1" + prop + "/outcome", `{"status": "succeeded", "ticket": %s}`, false, agent},
 		{"POST", packet + "/approve", `{"constraints": [{"kind": "recipient_allowlist", "values": [%s]}]}`, false, boss},
 		{"POST", "/api/v1/receipts/00000000-0000-4000-8000-000000000000/redact", `{"redacted_for": %s}`, false, user},
 		{"POST", "/api/v1/receipts/verifications", `{"note": %s}`, false, user},

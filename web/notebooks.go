@@ -93,6 +93,9 @@ func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
 	// Without a choice, the picker starts on the first read tool, never on
 	// one that changes or destroys data.
 	for _, t := range s.props.Tools() {
+		if t.Caller {
+			continue // its caller runs it, never a notebook cell
+		}
 		f.Tools = append(f.Tools, views.ToolOption{Name: t.Name, Effect: string(t.Effect), Description: t.Description,
 			Irreversible: views.IrreversibleNote(t.Name, string(t.Effect), string(t.Contract.Authority), t.Contract.ActionClass)})
 		switch {
@@ -102,8 +105,8 @@ func (s *Server) cellForm(notebookID, toolName string) views.CellForm {
 			selected = t
 		}
 	}
-	if selected == nil && len(s.props.Tools()) > 0 {
-		selected = s.props.Tools()[0]
+	if selected == nil && len(f.Tools) > 0 {
+		selected, _ = s.props.Tool(f.Tools[0].Name)
 	}
 	if selected != nil {
 		f.Tool, f.Fields = selected.Name, formFields(selected, nil, nil)

@@ -73,6 +73,7 @@ func (s *Server) routes() *echo.Echo {
 	api.POST("/proposals/:id/apply", s.apiApplyProposal)
 	api.POST("/proposals/:id/reject", s.apiRejectProposal)
 	api.POST("/proposals/:id/performed", s.apiPerformProposal)
+	api.POST("/proposals/:id/outcome", s.apiReportOutcome)
 	api.POST("/evidence", s.apiRecordEvidence)
 	api.POST("/feedback", s.apiSubmitFeedback)
 	api.POST("/receipts/:id/violation", s.apiFlagViolation)

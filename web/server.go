@@ -352,6 +352,11 @@ func (s *Server) sweep(ctx context.Context, every, approvalsEvery time.Duration)
 			} else if len(ids) > 0 {
 				s.log.Info("approvals escalated", "count", len(ids))
 			}
+			if ids, err := s.props.MarkUnreported(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				s.log.Warn("marking unreported calls", "err", err)
+			} else if len(ids) > 0 {
+				s.log.Info("caller-executed calls marked unreported", "count", len(ids))
+			}
 		case <-slow.C:
 			if s.auth != nil {
 				s.auth.SweepTokenCache(time.Now())

@@ -140,6 +140,9 @@ func newEnvPolicyOn(t *testing.T, pool *pgxpool.Pool, policy string) (*env, *mcp
 	if err := tools.ApplyOverrides(registry, file); err != nil { // as serve does
 		t.Fatal(err)
 	}
+	if err := tools.DeclareCallerTools(registry, file); err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
 	svc := web.NewServices(pool, log, auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, registry)
 	ws, err := svc.Auth.EnsureDefaultWorkspace(context.Background())

@@ -63,7 +63,7 @@ func TestGeneratedClient_CreateConversationProposeApply(t *testing.T) {
 	if err != nil || applied.JSON200 == nil || applied.JSON200.Status != client.ProposalStatusApplied {
 		t.Fatalf("apply: %v %d %s", err, applied.StatusCode(), applied.Body)
 	}
-	got, err := agent.GetProposalWithResponse(ctx, pid)
+	got, err := agent.GetProposalWithResponse(ctx, pid, nil)
 	if err != nil || got.JSON200 == nil || got.JSON200.Status != client.ProposalStatusApplied {
 		t.Fatalf("get proposal: %v %s", err, got.Body)
 	}

@@ -94,6 +94,9 @@ func policyCheckCommand(args []string, getenv func(string) string, stdout, stder
 		// The built-in tools' overrides are checked as the server applies them.
 		err = tools.ApplyOverrides(registry, f)
 	}
+	if err == nil {
+		err = tools.DeclareCallerTools(registry, f)
+	}
 	if err != nil {
 		// The loader's errors name the file and each its line.
 		return errors.New(strings.Join(replay.FileErrors(err), "\n"))

@@ -68,6 +68,9 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		if err = tools.ApplyOverrides(registry, policyFile); err != nil {
 			return err // the built-in tools' overrides, checked as declarations
 		}
+		if err = tools.DeclareCallerTools(registry, policyFile); err != nil {
+			return err // the tools callers run themselves
+		}
 	}
 	database, err := openDatabase(ctx, cfg, log)
 	if err != nil {

@@ -52,6 +52,9 @@ func offerTools(list []*tools.Tool) toolset {
 	sorted := append([]*tools.Tool(nil), list...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, t := range sorted {
+		if t.Caller {
+			continue // the caller runs it (docs/caller-tools.md): a chat model cannot
+		}
 		var schema map[string]any
 		if err := json.Unmarshal(t.Schema, &schema); err != nil || schema["type"] != "object" {
 			continue

@@ -292,6 +292,10 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 	srv.AddReceivingMiddleware(sess.bindOnInitialize, sess.trackListening)
 	sess.sync()
 	srv.AddTool(checkProposalTool(), sess.checkProposal)
+	if g.hasCallerTools() {
+		srv.AddTool(requestPermissionTool(), sess.requestPermission)
+		srv.AddTool(reportOutcomeTool(), sess.reportOutcome)
+	}
 	if g.opts.Feedback != nil {
 		srv.AddTool(submitFeedbackTool(), sess.submitFeedback)
 	}
@@ -433,8 +437,8 @@ func (s *session) syncTools(list []*tools.Tool) {
 	for _, t := range list {
 		// A scoped token is shown only the tools it may call (its calls
 		// are decided with the token layer all the same).
-		if !s.tokenScope.Allows(t.Name, t.Effect) {
-			continue
+		if !s.tokenScope.Allows(t.Name, t.Effect) || t.Caller {
+			continue // a caller tool is run by the agent: request_permission
 		}
 		want[t.Name] = true
 		def := s.g.mcpTool(t)

@@ -235,6 +235,11 @@ func (s *Service) claim(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Pr
 // no transaction open and recorded in a new one.
 func (s *Service) run(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Principal, claimed db.Proposal, tool *tools.Tool, args json.RawMessage, ws tools.Workspace, path string, constraints []policy.Constraint) (Proposal, error) {
 	dry := policy.DryRun(constraints)
+	if tool.Caller && !dry {
+		// Its caller runs it: the claim commits, and the call waits for
+		// the caller's report (caller.go).
+		return s.awaitCaller(ctx, tx, q, p, claimed, tool, path)
+	}
 	if dry || !tool.Outside() {
 		result, failure, err := s.runInside(ctx, tx, q, p, claimed, tool, args, dry)
 		if err != nil {
@@ -391,7 +396,17 @@ func (s *Service) deliverOutside(caller context.Context, tool *tools.Tool, ws to
 // finish moves applying → applied or failed and writes the audit row, in
 // q's transaction.
 func (s *Service) finish(ctx context.Context, q *db.Queries, p auth.Principal, claimed db.Proposal, tool *tools.Tool, path string, result []byte, failure string, dryRun, refused bool) (db.Proposal, error) {
+	return s.finishWith(ctx, q, p, claimed, tool, path, result, failure, dryRun, refused, nil)
+}
+
+// finishWith is finish with more to say in the audit row (a caller's
+// report: who reported it, the result's digest).
+func (s *Service) finishWith(ctx context.Context, q *db.Queries, p auth.Principal, claimed db.Proposal, tool *tools.Tool, path string, result []byte, failure string, dryRun, refused bool,
+	extra map[string]any) (db.Proposal, error) {
 	status, action, data := StatusApplied, "proposal.applied", map[string]any{"path": path, "tool": claimed.Tool}
+	for k, v := range extra {
+		data[k] = v
+	}
 	if failure != "" {
 		status, action = StatusFailed, "proposal.failed"
 		data["error"] = failure

@@ -98,7 +98,7 @@ func (s *Service) SetGroupCommit(writers int) {
 func groupable(c checked, in Input) bool {
 	rl := c.tool.Contract.RateLimits
 	return in.Idem == nil && in.IdempotencyKey == "" && !in.Confirm && !c.short &&
-		!c.tool.Outside() && c.tool.Effect != policy.EffectDestructive && !c.tool.Contract.Gating.Required &&
+		!c.tool.Outside() && !c.tool.Caller && c.tool.Effect != policy.EffectDestructive && !c.tool.Contract.Gating.Required &&
 		rl.PerAgentPerMinute <= 0 && rl.PerWorkspacePerHour <= 0 && rl.PerWorkspacePerDay <= 0
 }
 

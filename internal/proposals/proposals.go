@@ -128,6 +128,9 @@ type Proposal struct {
 	CreatedAt        time.Time
 	ClaimedAt        *time.Time
 	ResolvedAt       *time.Time
+	// Ticket lets the proposing caller run a caller-executed call that
+	// may run (applying), until it expires (nil otherwise; caller.go).
+	Ticket *Ticket
 }
 
 // Packet is what a proposal shows of its approval packet.
@@ -539,7 +542,7 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 	if err != nil {
 		return Proposal{}, err
 	}
-	if outcome == policy.OutcomeRun && !confirmed && (!tool.Outside() || policy.DryRun(d.constraints)) {
+	if outcome == policy.OutcomeRun && !confirmed && ((!tool.Outside() && !tool.Caller) || policy.DryRun(d.constraints)) {
 		// The automatic path of a tool whose effect is in this database:
 		// run it, then record everything in one statement, one transaction.
 		out, err := s.runAuto(ctx, tx, q, p, params, tool, args, d, auditData, in.Idem)
@@ -801,6 +804,9 @@ func (s *Service) Get(ctx context.Context, p auth.Principal, id uuid.UUID) (Prop
 		if err == nil {
 			out.Packet = packetOf(a)
 		}
+	}
+	if out.Ticket, err = s.ticketFor(ctx, p, row); err != nil {
+		return Proposal{}, err
 	}
 	return out, nil
 }

@@ -28,6 +28,10 @@ type PolicyFile struct {
 	// as an upstream tool's override, with threshold and constraints):
 	// ApplyOverrides applies them to the registry.
 	Tools map[string]UpstreamOverride
+	// CallerTools are the tools the caller runs itself (caller_tools):
+	// proposed and decided like any tool, run by the caller with an
+	// execution ticket (DeclareCallerTools declares them).
+	CallerTools []CallerToolConfig
 }
 
 // UpstreamConfig is one upstream MCP server.
@@ -162,7 +166,7 @@ func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(str
 		return f, nil
 	}
 	root := doc.Content[0]
-	if err := checkKeys(root, "upstreams", "tools"); err != nil {
+	if err := checkKeys(root, "upstreams", "tools", "caller_tools"); err != nil {
 		return nil, err
 	}
 	if tl := valueOf(root, "tools"); tl != nil {
@@ -180,9 +184,16 @@ func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(str
 			f.Tools[name] = o
 		}
 	}
+	if cl := valueOf(root, "caller_tools"); cl != nil {
+		callers, err := parseCallerTools(cl, classes)
+		if err != nil {
+			return nil, err
+		}
+		f.CallerTools = callers
+	}
 	list := valueOf(root, "upstreams")
 	if list == nil {
-		return f, nil
+		return f, checkCallerNames(f)
 	}
 	if list.Kind != yaml.SequenceNode {
 		return nil, lineError(list, "upstreams must be a list")
@@ -199,7 +210,7 @@ func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(str
 		seen[u.Name] = u.Line
 		f.Upstreams = append(f.Upstreams, u)
 	}
-	return f, nil
+	return f, checkCallerNames(f)
 }
 
 func lineError(n *yaml.Node, format string, args ...any) error {

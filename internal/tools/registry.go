@@ -58,9 +58,14 @@ type Tool struct {
 	Schema   json.RawMessage
 	Contract Contract
 	// Exactly one of Execute (an effect in Gatehouse's database) and
-	// Deliver (an effect outside it) is set.
+	// Deliver (an effect outside it) is set, or neither for a tool its
+	// caller runs (Caller).
 	Execute Executor
 	Deliver Deliverer
+	// Caller marks a tool the caller runs itself (the policy file's
+	// caller_tools): Gatehouse decides its calls and hands out execution
+	// tickets, and never runs it.
+	Caller bool
 	// Timeout bounds Deliver; DefaultDeliverTimeout when zero.
 	Timeout time.Duration
 	// Upstream names the MCP upstream server the tool is forwarded to
@@ -186,6 +191,7 @@ func declarationsHash(tools []*Tool) (string, error) {
 		Outside             bool
 		Upstream            string `json:",omitempty"`
 		Cheatsheet          string `json:",omitempty"`
+		Caller              bool   `json:",omitempty"`
 	}
 	out := make([]decl, len(tools))
 	for i, t := range tools {
@@ -193,7 +199,7 @@ func declarationsHash(tools []*Tool) (string, error) {
 		d := decl{Name: t.Name, Description: t.Description, Effect: t.Effect, Schema: t.Schema, Authority: c.Authority, Risk: c.Risk,
 			ActionClass: c.ActionClass, ActionClasses: c.ActionClasses, IdempotencyRequired: c.Idempotency.Required,
 			IdempotencyWindow: c.Idempotency.Window, RateLimits: c.RateLimits, Retention: c.Retention, Constraints: c.Constraints, Outside: t.Outside(),
-			Upstream: t.Upstream, Cheatsheet: t.Cheatsheet}
+			Upstream: t.Upstream, Cheatsheet: t.Cheatsheet, Caller: t.Caller}
 		d.Gating.Required, d.Gating.Threshold, d.Gating.ApproverRole, d.Gating.Window = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole, c.Gating.Window
 		d.Gating.EscalateAfter, d.Gating.EscalateTo, d.Gating.Quorum = c.Gating.Escalation.After, c.Gating.Escalation.To, c.Gating.Quorum
 		out[i] = d
@@ -262,7 +268,10 @@ func (r *Registry) prepare(d Tool) (*Tool, error) {
 	default:
 		return nil, fmt.Errorf("tools: %s has unknown effect %q", d.Name, d.Effect)
 	}
-	if (d.Execute == nil) == (d.Deliver == nil) {
+	switch {
+	case d.Caller && (d.Execute != nil || d.Deliver != nil):
+		return nil, fmt.Errorf("tools: %s is run by its caller: it has neither an executor nor a deliverer", d.Name)
+	case !d.Caller && (d.Execute == nil) == (d.Deliver == nil):
 		return nil, fmt.Errorf("tools: %s needs exactly one of an executor (an effect in the database) and a deliverer (an effect outside it)", d.Name)
 	}
 	if err := d.settle(r.classes); err != nil {

@@ -1430,6 +1430,57 @@ func (e PreviewNotebookTrustParamsTrustLevel) Valid() bool {
 	}
 }
 
+// Defines values for GetProposalParamsStatus.
+const (
+	GetProposalParamsStatusApplied         GetProposalParamsStatus = "applied"
+	GetProposalParamsStatusApplying        GetProposalParamsStatus = "applying"
+	GetProposalParamsStatusExpired         GetProposalParamsStatus = "expired"
+	GetProposalParamsStatusFailed          GetProposalParamsStatus = "failed"
+	GetProposalParamsStatusPending         GetProposalParamsStatus = "pending"
+	GetProposalParamsStatusPendingApproval GetProposalParamsStatus = "pending_approval"
+	GetProposalParamsStatusRejected        GetProposalParamsStatus = "rejected"
+)
+
+// Valid indicates whether the value is a known member of the GetProposalParamsStatus enum.
+func (e GetProposalParamsStatus) Valid() bool {
+	switch e {
+	case GetProposalParamsStatusApplied:
+		return true
+	case GetProposalParamsStatusApplying:
+		return true
+	case GetProposalParamsStatusExpired:
+		return true
+	case GetProposalParamsStatusFailed:
+		return true
+	case GetProposalParamsStatusPending:
+		return true
+	case GetProposalParamsStatusPendingApproval:
+		return true
+	case GetProposalParamsStatusRejected:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ReportOutcomeJSONBodyStatus.
+const (
+	ReportOutcomeJSONBodyStatusFailed    ReportOutcomeJSONBodyStatus = "failed"
+	ReportOutcomeJSONBodyStatusSucceeded ReportOutcomeJSONBodyStatus = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the ReportOutcomeJSONBodyStatus enum.
+func (e ReportOutcomeJSONBodyStatus) Valid() bool {
+	switch e {
+	case ReportOutcomeJSONBodyStatusFailed:
+		return true
+	case ReportOutcomeJSONBodyStatusSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for GetReceiptPublicKey200JSONResponseBodyAlgorithm.
 const (
 	Ed25519 GetReceiptPublicKey200JSONResponseBodyAlgorithm = "Ed25519"
@@ -2035,9 +2086,12 @@ type Proposal struct {
 	EscalatedAt *time.Time `json:"escalated_at,omitempty"`
 
 	// EscalatedTo The role the waiting packet was escalated to because nobody of approver_role decided in time; the call still waits (note says so) and runs only if approved before it expires.
-	EscalatedTo *string             `json:"escalated_to,omitempty"`
-	Note        *string             `json:"note,omitempty"`
-	NotebookId  *openapi_types.UUID `json:"notebook_id,omitempty"`
+	EscalatedTo *string `json:"escalated_to,omitempty"`
+
+	// ExecutionTicket A caller-executed call that may run, to the token that proposed it: the single-use ticket to run it with exactly its arguments (applied_arguments when set) and report its outcome (POST /api/v1/proposals/{id}/outcome).
+	ExecutionTicket *string             `json:"execution_ticket,omitempty"`
+	Note            *string             `json:"note,omitempty"`
+	NotebookId      *openapi_types.UUID `json:"notebook_id,omitempty"`
 
 	// OutcomeUnknown A retry under an idempotency key whose request died after claiming the call: the outcome was not recorded; the call is under review and never run again on its own.
 	OutcomeUnknown *bool `json:"outcome_unknown,omitempty"`
@@ -2058,7 +2112,10 @@ type Proposal struct {
 
 	// Summary The packet's one readable sentence.
 	Summary *string `json:"summary,omitempty"`
-	Tool    string  `json:"tool"`
+
+	// TicketExpiresAt When the execution ticket expires; a call not reported by then is marked failed, unreported.
+	TicketExpiresAt *time.Time `json:"ticket_expires_at,omitempty"`
+	Tool            string     `json:"tool"`
 
 	// TrustLevel The notebook's trust level the cell was decided under.
 	TrustLevel *ProposalTrustLevel `json:"trust_level,omitempty"`
@@ -2735,10 +2792,44 @@ type ProposeNotebookCellJSONBody struct {
 	Tool      string  `json:"tool"`
 }
 
+// GetProposalParams defines parameters for GetProposal.
+type GetProposalParams struct {
+	// Wait How long to wait for a change: a duration from 1s to 60s (30s, 1m) or whole seconds; anything else is 422 naming wait.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// Status The status the caller last read; with wait, the answer comes once the status differs.
+	Status *GetProposalParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+}
+
+// GetProposalParamsStatus defines parameters for GetProposal.
+type GetProposalParamsStatus string
+
 // ApplyProposalJSONBody defines parameters for ApplyProposal.
 type ApplyProposalJSONBody struct {
 	Arguments *map[string]interface{} `json:"arguments,omitempty"`
 }
+
+// ReportOutcomeJSONBody defines parameters for ReportOutcome.
+type ReportOutcomeJSONBody struct {
+	// Arguments The arguments the caller ran: when sent, they must be those the ticket allows (403 naming arguments).
+	Arguments *map[string]interface{} `json:"arguments,omitempty"`
+
+	// Error Why it failed (required for failed).
+	Error *string `json:"error,omitempty"`
+
+	// Result What the tool returned (any JSON, at most 256 KiB compact), for succeeded.
+	Result interface{} `json:"result,omitempty"`
+
+	// ResultDigest Instead of result: the SHA-256 (lower-case hex) of what the tool returned.
+	ResultDigest *string                     `json:"result_digest,omitempty"`
+	Status       ReportOutcomeJSONBodyStatus `json:"status"`
+
+	// Ticket The execution_ticket of the call.
+	Ticket string `json:"ticket"`
+}
+
+// ReportOutcomeJSONBodyStatus defines parameters for ReportOutcome.
+type ReportOutcomeJSONBodyStatus string
 
 // RejectProposalJSONBody defines parameters for RejectProposal.
 type RejectProposalJSONBody struct {
@@ -2841,6 +2932,9 @@ type ProposeNotebookCellJSONRequestBody ProposeNotebookCellJSONBody
 
 // ApplyProposalJSONRequestBody defines body for ApplyProposal for application/json ContentType.
 type ApplyProposalJSONRequestBody ApplyProposalJSONBody
+
+// ReportOutcomeJSONRequestBody defines body for ReportOutcome for application/json ContentType.
+type ReportOutcomeJSONRequestBody ReportOutcomeJSONBody
 
 // RejectProposalJSONRequestBody defines body for RejectProposal for application/json ContentType.
 type RejectProposalJSONRequestBody RejectProposalJSONBody
@@ -4195,8 +4289,15 @@ type ClientInterface interface {
 
 	// GetProposal A proposal's status, result or rejection reason
 	//
+	// With wait, a long-poll: the answer comes once the status differs from
+	// status (the one the caller last read; without it, once the call no
+	// longer waits for a person: pending or pending_approval) or when the
+	// wait ends, whichever is first. The proposing token of a
+	// caller-executed call that may run reads its execution_ticket here
+	// (docs/caller-tools.md).
+	//
 	// Corresponds with GET /api/v1/proposals/{id} (the `GetProposal` operationId).
-	GetProposal(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetProposal(ctx context.Context, id string, params *GetProposalParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ApplyProposalWithBody Apply a pending proposal, optionally with edited arguments (owner's user token; agents get 403)
 	//
@@ -4227,6 +4328,42 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /api/v1/proposals/{id}/apply (the `ApplyProposal` operationId).
 	ApplyProposal(ctx context.Context, id string, body ApplyProposalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportOutcomeWithBody Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+	//
+	// A caller-executed tool (the policy file's caller_tools) is never run
+	// by Gatehouse: when its call may run, the answer carries an
+	// execution_ticket bound to the call, its arguments, the proposing
+	// token and an expiry (ticket_expires_at). The caller runs the tool
+	// and reports here once: the call becomes applied or failed, with its
+	// audit row and receipt. A ticket that is altered, of another call or
+	// arguments, of another token or expired is 403 naming ticket (a
+	// malformed one 422); a second report is 409. Nothing is written for
+	// a refused report. A ticket not reported before it expires is marked
+	// failed, unreported.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+	ReportOutcomeWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportOutcome Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+	//
+	// A caller-executed tool (the policy file's caller_tools) is never run
+	// by Gatehouse: when its call may run, the answer carries an
+	// execution_ticket bound to the call, its arguments, the proposing
+	// token and an expiry (ticket_expires_at). The caller runs the tool
+	// and reports here once: the call becomes applied or failed, with its
+	// audit row and receipt. A ticket that is altered, of another call or
+	// arguments, of another token or expired is 403 naming ticket (a
+	// malformed one 422); a second report is 409. Nothing is written for
+	// a refused report. A ticket not reported before it expires is marked
+	// failed, unreported.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+	ReportOutcome(ctx context.Context, id string, body ReportOutcomeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PerformProposal Record that the principal performed a human-only action themselves (owner's user token; agents get 403)
 	//
@@ -5535,9 +5672,16 @@ func (c *Client) GetOpenAPIDocument(ctx context.Context, reqEditors ...RequestEd
 
 // GetProposal A proposal's status, result or rejection reason
 //
+// With wait, a long-poll: the answer comes once the status differs from
+// status (the one the caller last read; without it, once the call no
+// longer waits for a person: pending or pending_approval) or when the
+// wait ends, whichever is first. The proposing token of a
+// caller-executed call that may run reads its execution_ticket here
+// (docs/caller-tools.md).
+//
 // Corresponds with GET /api/v1/proposals/{id} (the `GetProposal` operationId).
-func (c *Client) GetProposal(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetProposalRequest(c.Server, id)
+func (c *Client) GetProposal(ctx context.Context, id string, params *GetProposalParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetProposalRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5588,6 +5732,62 @@ func (c *Client) ApplyProposalWithBody(ctx context.Context, id string, contentTy
 // Corresponds with POST /api/v1/proposals/{id}/apply (the `ApplyProposal` operationId).
 func (c *Client) ApplyProposal(ctx context.Context, id string, body ApplyProposalJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewApplyProposalRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportOutcomeWithBody Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+//
+// A caller-executed tool (the policy file's caller_tools) is never run
+// by Gatehouse: when its call may run, the answer carries an
+// execution_ticket bound to the call, its arguments, the proposing
+// token and an expiry (ticket_expires_at). The caller runs the tool
+// and reports here once: the call becomes applied or failed, with its
+// audit row and receipt. A ticket that is altered, of another call or
+// arguments, of another token or expired is 403 naming ticket (a
+// malformed one 422); a second report is 409. Nothing is written for
+// a refused report. A ticket not reported before it expires is marked
+// failed, unreported.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+func (c *Client) ReportOutcomeWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportOutcomeRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportOutcome Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+//
+// A caller-executed tool (the policy file's caller_tools) is never run
+// by Gatehouse: when its call may run, the answer carries an
+// execution_ticket bound to the call, its arguments, the proposing
+// token and an expiry (ticket_expires_at). The caller runs the tool
+// and reports here once: the call becomes applied or failed, with its
+// audit row and receipt. A ticket that is altered, of another call or
+// arguments, of another token or expired is 403 naming ticket (a
+// malformed one 422); a second report is 409. Nothing is written for
+// a refused report. A ticket not reported before it expires is marked
+// failed, unreported.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+func (c *Client) ReportOutcome(ctx context.Context, id string, body ReportOutcomeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportOutcomeRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -7781,7 +7981,7 @@ func NewGetOpenAPIDocumentRequest(server string) (*http.Request, error) {
 }
 
 // NewGetProposalRequest constructs an http.Request for the GetProposal method
-func NewGetProposalRequest(server string, id string) (*http.Request, error) {
+func NewGetProposalRequest(server string, id string, params *GetProposalParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -7804,6 +8004,45 @@ func NewGetProposalRequest(server string, id string) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -7842,6 +8081,53 @@ func NewApplyProposalRequestWithBody(server string, id string, contentType strin
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/proposals/%s/apply", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReportOutcomeRequest calls the generic ReportOutcome builder with application/json body
+func NewReportOutcomeRequest(server string, id string, body ReportOutcomeJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReportOutcomeRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReportOutcomeRequestWithBody constructs an http.Request for the ReportOutcome method, with any body, and a specified content type
+func NewReportOutcomeRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/proposals/%s/outcome", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9165,10 +9451,17 @@ type ClientWithResponsesInterface interface {
 
 	// GetProposalWithResponse A proposal's status, result or rejection reason
 	//
+	// With wait, a long-poll: the answer comes once the status differs from
+	// status (the one the caller last read; without it, once the call no
+	// longer waits for a person: pending or pending_approval) or when the
+	// wait ends, whichever is first. The proposing token of a
+	// caller-executed call that may run reads its execution_ticket here
+	// (docs/caller-tools.md).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/proposals/{id} (the `GetProposal` operationId).
-	GetProposalWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetProposalResponse, error)
+	GetProposalWithResponse(ctx context.Context, id string, params *GetProposalParams, reqEditors ...RequestEditorFn) (*GetProposalResponse, error)
 
 	// ApplyProposalWithBodyWithResponse Apply a pending proposal, optionally with edited arguments (owner's user token; agents get 403)
 	//
@@ -9199,6 +9492,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /api/v1/proposals/{id}/apply (the `ApplyProposal` operationId).
 	ApplyProposalWithResponse(ctx context.Context, id string, body ApplyProposalJSONRequestBody, reqEditors ...RequestEditorFn) (*ApplyProposalResponse, error)
+
+	// ReportOutcomeWithBodyWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+	//
+	// A caller-executed tool (the policy file's caller_tools) is never run
+	// by Gatehouse: when its call may run, the answer carries an
+	// execution_ticket bound to the call, its arguments, the proposing
+	// token and an expiry (ticket_expires_at). The caller runs the tool
+	// and reports here once: the call becomes applied or failed, with its
+	// audit row and receipt. A ticket that is altered, of another call or
+	// arguments, of another token or expired is 403 naming ticket (a
+	// malformed one 422); a second report is 409. Nothing is written for
+	// a refused report. A ticket not reported before it expires is marked
+	// failed, unreported.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+	ReportOutcomeWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportOutcomeResponse, error)
+
+	// ReportOutcomeWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+	//
+	// A caller-executed tool (the policy file's caller_tools) is never run
+	// by Gatehouse: when its call may run, the answer carries an
+	// execution_ticket bound to the call, its arguments, the proposing
+	// token and an expiry (ticket_expires_at). The caller runs the tool
+	// and reports here once: the call becomes applied or failed, with its
+	// audit row and receipt. A ticket that is altered, of another call or
+	// arguments, of another token or expired is 403 naming ticket (a
+	// malformed one 422); a second report is 409. Nothing is written for
+	// a refused report. A ticket not reported before it expires is marked
+	// failed, unreported.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+	ReportOutcomeWithResponse(ctx context.Context, id string, body ReportOutcomeJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportOutcomeResponse, error)
 
 	// PerformProposalWithResponse Record that the principal performed a human-only action themselves (owner's user token; agents get 403)
 	//
@@ -11369,6 +11698,54 @@ func (r ApplyProposalResponse) ContentType() string {
 	return ""
 }
 
+type ReportOutcomeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Proposal
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReportOutcomeResponse) GetJSON200() *Proposal {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ReportOutcomeResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ReportOutcomeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReportOutcomeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReportOutcomeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReportOutcomeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PerformProposalResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -13118,11 +13495,18 @@ func (c *ClientWithResponses) GetOpenAPIDocumentWithResponse(ctx context.Context
 
 // GetProposalWithResponse A proposal's status, result or rejection reason
 //
+// With wait, a long-poll: the answer comes once the status differs from
+// status (the one the caller last read; without it, once the call no
+// longer waits for a person: pending or pending_approval) or when the
+// wait ends, whichever is first. The proposing token of a
+// caller-executed call that may run reads its execution_ticket here
+// (docs/caller-tools.md).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/proposals/{id} (the `GetProposal` operationId).
-func (c *ClientWithResponses) GetProposalWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetProposalResponse, error) {
-	rsp, err := c.GetProposal(ctx, id, reqEditors...)
+func (c *ClientWithResponses) GetProposalWithResponse(ctx context.Context, id string, params *GetProposalParams, reqEditors ...RequestEditorFn) (*GetProposalResponse, error) {
+	rsp, err := c.GetProposal(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -13169,6 +13553,54 @@ func (c *ClientWithResponses) ApplyProposalWithResponse(ctx context.Context, id 
 		return nil, err
 	}
 	return ParseApplyProposalResponse(rsp)
+}
+
+// ReportOutcomeWithBodyWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+//
+// A caller-executed tool (the policy file's caller_tools) is never run
+// by Gatehouse: when its call may run, the answer carries an
+// execution_ticket bound to the call, its arguments, the proposing
+// token and an expiry (ticket_expires_at). The caller runs the tool
+// and reports here once: the call becomes applied or failed, with its
+// audit row and receipt. A ticket that is altered, of another call or
+// arguments, of another token or expired is 403 naming ticket (a
+// malformed one 422); a second report is 409. Nothing is written for
+// a refused report. A ticket not reported before it expires is marked
+// failed, unreported.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+func (c *ClientWithResponses) ReportOutcomeWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportOutcomeResponse, error) {
+	rsp, err := c.ReportOutcomeWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportOutcomeResponse(rsp)
+}
+
+// ReportOutcomeWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
+//
+// A caller-executed tool (the policy file's caller_tools) is never run
+// by Gatehouse: when its call may run, the answer carries an
+// execution_ticket bound to the call, its arguments, the proposing
+// token and an expiry (ticket_expires_at). The caller runs the tool
+// and reports here once: the call becomes applied or failed, with its
+// audit row and receipt. A ticket that is altered, of another call or
+// arguments, of another token or expired is 403 naming ticket (a
+// malformed one 422); a second report is 409. Nothing is written for
+// a refused report. A ticket not reported before it expires is marked
+// failed, unreported.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/proposals/{id}/outcome (the `ReportOutcome` operationId).
+func (c *ClientWithResponses) ReportOutcomeWithResponse(ctx context.Context, id string, body ReportOutcomeJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportOutcomeResponse, error) {
+	rsp, err := c.ReportOutcome(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportOutcomeResponse(rsp)
 }
 
 // PerformProposalWithResponse Record that the principal performed a human-only action themselves (owner's user token; agents get 403)
@@ -14821,6 +15253,39 @@ func ParseApplyProposalResponse(rsp *http.Response) (*ApplyProposalResponse, err
 			return nil, err
 		}
 		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReportOutcomeResponse parses an HTTP response from a ReportOutcomeWithResponse call
+func ParseReportOutcomeResponse(rsp *http.Response) (*ReportOutcomeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReportOutcomeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Proposal
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem

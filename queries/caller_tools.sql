@@ -1,0 +1,8 @@
+-- name: ListUnreportedCalls :many
+-- The sweeper: caller-executed calls claimed before the cut-off (their
+-- execution ticket expired) that their caller never reported, in every
+-- workspace (the partial index of applying calls).
+SELECT id, workspace_id FROM proposals
+WHERE status = 'applying' AND claimed_at < sqlc.arg(cutoff) AND tool = ANY(sqlc.arg(tools)::text[])
+ORDER BY claimed_at
+LIMIT sqlc.arg(max_rows);
