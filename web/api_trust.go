@@ -277,11 +277,14 @@ func (s *Server) apiGetPosterior(c echo.Context) error {
 // apiSetThreshold handles "PUT /api/v1/action-classes/:class/threshold"
 // (admins).
 func (s *Server) apiSetThreshold(c echo.Context) error {
-	var in thresholdJSON
+	var in struct {
+		thresholdJSON
+		Reason string `json:"reason"`
+	}
 	if err := bindJSON(c, &in); err != nil {
 		return err
 	}
-	p, err := s.trust.SetThreshold(c.Request().Context(), principal(c), c.Param("class"), trust.Threshold{CILow: in.CILow, MinSamples: in.MinSamples})
+	p, err := s.trust.SetThreshold(c.Request().Context(), principal(c), c.Param("class"), trust.Threshold{CILow: in.CILow, MinSamples: in.MinSamples}, in.Reason)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func (s *Server) renderTrust(c echo.Context, status int, st trustState) error {
 // graduation threshold, from the /trust page's form.
 func (s *Server) setTrustThreshold(c echo.Context) error {
 	form := views.ThresholdForm{Class: c.FormValue("action_class"), CILow: strings.TrimSpace(c.FormValue("ci_low")),
-		MinSamples: strings.TrimSpace(c.FormValue("min_samples")), Fields: map[string]string{}}
+		MinSamples: strings.TrimSpace(c.FormValue("min_samples")), Reason: c.FormValue("reason"), Fields: map[string]string{}}
 	ciLow, err := strconv.ParseFloat(form.CILow, 64)
 	if err != nil || math.IsNaN(ciLow) {
 		form.Fields["ci_low"] = "must be a number between 0 and 1"
@@ -85,7 +85,7 @@ func (s *Server) setTrustThreshold(c echo.Context) error {
 		form.Fields["min_samples"] = "must be a whole number from 1 to 100000"
 	}
 	if len(form.Fields) == 0 {
-		_, err := s.trust.SetThreshold(c.Request().Context(), principal(c), form.Class, trust.Threshold{CILow: ciLow, MinSamples: minSamples})
+		_, err := s.trust.SetThreshold(c.Request().Context(), principal(c), form.Class, trust.Threshold{CILow: ciLow, MinSamples: minSamples}, form.Reason)
 		var ae *apperr.Error
 		switch {
 		case err == nil:

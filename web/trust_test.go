@@ -321,13 +321,15 @@ func TestThreshold_AdminsOverrideItAndEveryChangeIsAudited(t *testing.T) {
 	if post["tier"] != "learning" || post["threshold"].(map[string]any)["ci_low"].(float64) != 0.88 {
 		t.Fatalf("before: %v", post)
 	}
-	body := map[string]any{"ci_low": 0.4, "min_samples": 4}
+	body := map[string]any{"ci_low": 0.4, "min_samples": 4, "reason": "calendar invites have been approved for weeks"}
 	for name, tok := range map[string]string{"a member": memberToken, "an admin's agent": adminAgent} {
 		if resp, _ := e.api("PUT", "/api/v1/action-classes/calendar.create/threshold", tok, body); resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("%s sets a threshold: %d", name, resp.StatusCode)
 		}
 	}
-	for _, bad := range []map[string]any{{"ci_low": 1, "min_samples": 4}, {"ci_low": 0, "min_samples": 4}, {"ci_low": 0.5, "min_samples": 0}, {"ci_low": 0.5}} {
+	for _, bad := range []map[string]any{{"ci_low": 1, "min_samples": 4, "reason": "calendar invites have been approved for weeks"}, {"ci_low": 0, "min_samples": 4, "reason": "calendar invites have been approved for weeks"},
+		{"ci_low": 0.5, "min_samples": 0, "reason": "calendar invites have been approved for weeks"}, {"ci_low": 0.5, "reason": "calendar invites have been approved for weeks"},
+		{"ci_low": 0.5, "min_samples": 4}, {"ci_low": 0.5, "min_samples": 4, "reason": "because"}} { // no reason, or one too short
 		if resp, _ := e.api("PUT", "/api/v1/action-classes/calendar.create/threshold", adminToken, bad); resp.StatusCode != http.StatusUnprocessableEntity {
 			t.Fatalf("%v: %d", bad, resp.StatusCode)
 		}
@@ -340,11 +342,11 @@ func TestThreshold_AdminsOverrideItAndEveryChangeIsAudited(t *testing.T) {
 	}
 
 	// At the boundary: ci_low exactly the threshold, samples exactly the minimum.
-	resp, post := e.api("PUT", "/api/v1/action-classes/calendar.create/threshold", adminToken, map[string]any{"ci_low": low, "min_samples": 4})
+	resp, post := e.api("PUT", "/api/v1/action-classes/calendar.create/threshold", adminToken, map[string]any{"ci_low": low, "min_samples": 4, "reason": "calendar invites have been approved for weeks"})
 	if resp.StatusCode != http.StatusOK || post["tier"] != "ready" || post["graduation_ready"] != true || post["threshold"].(map[string]any)["ci_low"].(float64) != low {
 		t.Fatalf("set: %d %v", resp.StatusCode, post)
 	}
-	resp, post = e.api("PUT", "/api/v1/action-classes/calendar.create/threshold", adminToken, map[string]any{"ci_low": low, "min_samples": 5})
+	resp, post = e.api("PUT", "/api/v1/action-classes/calendar.create/threshold", adminToken, map[string]any{"ci_low": low, "min_samples": 5, "reason": "calendar invites have been approved for weeks"})
 	if resp.StatusCode != http.StatusOK || post["tier"] != "learning" {
 		t.Fatalf("one sample short: %d %v", resp.StatusCode, post)
 	}
@@ -360,6 +362,9 @@ func TestThreshold_AdminsOverrideItAndEveryChangeIsAudited(t *testing.T) {
 	for rows.Next() {
 		rows.Scan(&oldCI, &oldN, &newCI, &newN, &source)
 		audited = append(audited, source)
+	}
+	if n := e.count(`SELECT count(*) FROM audit_events WHERE action = 'trust.threshold_changed' AND data->>'reason' = 'calendar invites have been approved for weeks'`); n != 2 {
+		t.Fatalf("%d audit rows carry the reason", n)
 	}
 	if strings.Join(audited, ",") != "default,workspace" || oldCI != low || oldN != 4 || newCI != low || newN != 5 {
 		t.Fatalf("audited %v, last %g/%d → %g/%d", audited, oldCI, oldN, newCI, newN)
@@ -386,7 +391,12 @@ func TestThreshold_AdminsOverrideItAndEveryChangeIsAudited(t *testing.T) {
 		!strings.Contains(page, "whole number") || !strings.Contains(page, `value="1.5"`) {
 		t.Fatalf("bad form: %d\n%s", resp.StatusCode, page)
 	}
-	resp, _ = admin.postForm("/trust/thresholds", url.Values{"action_class": {"calendar.create"}, "ci_low": {"0.3"}, "min_samples": {"2"}})
+	resp, page = admin.postForm("/trust/thresholds", url.Values{"action_class": {"calendar.create"}, "ci_low": {"0.3"}, "min_samples": {"2"}})
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(page, "say why, in 10 to 500 characters") {
+		t.Fatalf("bad form: %d\n%s", resp.StatusCode, page)
+	}
+	resp, _ = admin.postForm("/trust/thresholds", url.Values{"action_class": {"calendar.create"}, "ci_low": {"0.3"}, "min_samples": {"2"},
+		"reason": {"invites are approved as proposed, month after month"}})
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/trust?saved=1") {
 		t.Fatalf("the form: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -492,7 +502,7 @@ func TestPosteriorAPI_AClassOutsideTheRegistryWithEvidenceIsFound(t *testing.T) 
 	if resp, _ := e.api("GET", "/api/v1/action-classes/crm.delete/posterior", user, nil); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("a class with nothing: %d", resp.StatusCode)
 	}
-	if resp, _ := e.api("PUT", "/api/v1/action-classes/crm.update/threshold", user, map[string]any{"ci_low": 0.5, "min_samples": 3}); resp.StatusCode != http.StatusForbidden {
+	if resp, _ := e.api("PUT", "/api/v1/action-classes/crm.update/threshold", user, map[string]any{"ci_low": 0.5, "min_samples": 3, "reason": "calendar invites have been approved for weeks"}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a member's threshold: %d", resp.StatusCode)
 	}
 }

@@ -581,7 +581,7 @@ func (s *Service) state(ctx context.Context, q *db.Queries, ws uuid.UUID) (works
 // (admins, in person or with their user token), and returns the class's
 // posterior under it. It changes a recommendation, never a decision.
 // Audited with the old and new value, and receipted as a setting change.
-func (s *Service) SetThreshold(ctx context.Context, p auth.Principal, class string, th Threshold) (Posterior, error) {
+func (s *Service) SetThreshold(ctx context.Context, p auth.Principal, class string, th Threshold, reason string) (Posterior, error) {
 	if !isPerson(p) || !p.IsAdmin() {
 		return Posterior{}, apperr.Errorf(apperr.EFORBIDDEN, "Only admins set graduation thresholds.")
 	}
@@ -595,6 +595,13 @@ func (s *Service) SetThreshold(ctx context.Context, p auth.Principal, class stri
 	}
 	if th.MinSamples < 1 || th.MinSamples > 100000 {
 		errs = append(errs, apperr.FieldError{Field: "min_samples", Message: "must be a whole number from 1 to 100000"})
+	}
+	// Overriding a class's threshold says why (the four authority
+	// classes: every class change carries its rationale), kept with the
+	// change in its audit row and receipt.
+	reason = strings.TrimSpace(reason)
+	if n := utf8.RuneCountInString(reason); n < 10 || n > 500 {
+		errs = append(errs, apperr.FieldError{Field: "reason", Message: "say why, in 10 to 500 characters"})
 	}
 	if len(errs) > 0 {
 		return Posterior{}, apperr.Invalid("The threshold is not valid; nothing was changed.", errs...)
@@ -622,7 +629,8 @@ func (s *Service) SetThreshold(ctx context.Context, p auth.Principal, class stri
 		return Posterior{}, fmt.Errorf("trust: set threshold: %w", err)
 	}
 	change := map[string]any{"setting": "trust_threshold", "action_class": c, "old_source": source,
-		"old": map[string]any{"ci_low": old.CILow, "min_samples": old.MinSamples}, "new": map[string]any{"ci_low": th.CILow, "min_samples": th.MinSamples}}
+		"old": map[string]any{"ci_low": old.CILow, "min_samples": old.MinSamples}, "new": map[string]any{"ci_low": th.CILow, "min_samples": th.MinSamples},
+		"reason": reason}
 	if _, err := receipts.Record(ctx, q, p.WorkspaceID, receipts.Content{Kind: receipts.KindSettingChange, Outcome: "changed", Actor: receipts.ActorOf(p, string(p.Role)),
 		ActionClass: c, Change: change}, s.now()); err != nil {
 		return Posterior{}, err

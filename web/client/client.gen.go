@@ -2588,6 +2588,9 @@ type ListActionClassesParams struct {
 type SetThresholdJSONBody struct {
 	CiLow      float32 `json:"ci_low"`
 	MinSamples int     `json:"min_samples"`
+
+	// Reason Why the class's threshold changes: kept in the audit row and the receipt.
+	Reason string `json:"reason"`
 }
 
 // ListConversationsParams defines parameters for ListConversations.
@@ -3883,7 +3886,7 @@ type ClientInterface interface {
 
 	// SetThresholdWithBody Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 	//
-	// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+	// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -3892,7 +3895,7 @@ type ClientInterface interface {
 
 	// SetThreshold Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 	//
-	// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+	// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -4876,7 +4879,7 @@ func (c *Client) GetPosterior(ctx context.Context, class string, reqEditors ...R
 
 // SetThresholdWithBody Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 //
-// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4895,7 +4898,7 @@ func (c *Client) SetThresholdWithBody(ctx context.Context, class string, content
 
 // SetThreshold Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 //
-// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -9019,7 +9022,7 @@ type ClientWithResponsesInterface interface {
 
 	// SetThresholdWithBodyWithResponse Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 	//
-	// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+	// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9028,7 +9031,7 @@ type ClientWithResponsesInterface interface {
 
 	// SetThresholdWithResponse Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 	//
-	// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+	// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12829,7 +12832,7 @@ func (c *ClientWithResponses) GetPosteriorWithResponse(ctx context.Context, clas
 
 // SetThresholdWithBodyWithResponse Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 //
-// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12844,7 +12847,7 @@ func (c *ClientWithResponses) SetThresholdWithBodyWithResponse(ctx context.Conte
 
 // SetThresholdWithResponse Set the workspace's graduation threshold for a class (admins' user tokens; 403 for anyone else)
 //
-// Audited with the old and new value, and receipted as a setting change. It changes a recommendation, never a decision.
+// Audited with the old and new value and its reason, and receipted as a setting change. It changes a recommendation, never a decision.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
