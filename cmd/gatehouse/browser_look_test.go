@@ -108,6 +108,22 @@ func autoApproveHighRisk(t *testing.T, dsn string) {
 	}
 }
 
+// forgetRates empties the rate counters: for a test that proposes a
+// second delete within the minute with the same token, more than the
+// irreversible class's default (one a minute per agent) allows.
+func forgetRates(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DELETE FROM rate_counters"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // signedIn is a browser signed in as the workspace admin.
 func (d lookSeed) signedIn(t *testing.T) context.Context {
 	t.Helper()
@@ -124,6 +140,7 @@ func TestBrowser_DestructiveApproveNeedsTheSecondConfirmation(t *testing.T) {
 	// The seed's delete waits for an approver (high risk); with high risk
 	// auto-approved, a new one waits on the owner's card.
 	autoApproveHighRisk(t, d.dsn)
+	forgetRates(t, d.dsn) // the seed made a delete a moment ago
 	del := postJSON(t, d.s.URL+"/api/v1/conversations/"+d.conv+"/tool-calls", d.agent, map[string]any{"tool": "records.delete",
 		"arguments": map[string]any{"collection": "clients", "key": "acme-trial"}, "rationale": "the trial record is obsolete now that Acme pays",
 		"idempotency_key": "delete-acme-trial-0002"})["proposal_id"].(string)
