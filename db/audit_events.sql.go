@@ -188,6 +188,21 @@ func (q *Queries) InsertAuditEvent(ctx context.Context, arg InsertAuditEventPara
 	return i, err
 }
 
+const latestPolicyVersion = `-- name: LatestPolicyVersion :one
+SELECT coalesce((SELECT a.data->>'hash' FROM audit_events a
+                 WHERE a.workspace_id = $1 AND a.action = 'policy.changed'
+                 ORDER BY a.id DESC LIMIT 1), '')::text AS hash
+`
+
+// The policy version (the tool registry's hash) last recorded for the
+// workspace, through audit_events_action_idx; ” when none was.
+func (q *Queries) LatestPolicyVersion(ctx context.Context, workspaceID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, latestPolicyVersion, workspaceID)
+	var hash string
+	err := row.Scan(&hash)
+	return hash, err
+}
+
 const listAuditEventsForSubject = `-- name: ListAuditEventsForSubject :many
 SELECT id, workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, created_at, retention_until FROM audit_events
 WHERE workspace_id = $1 AND subject_type = $2 AND subject_id = $3

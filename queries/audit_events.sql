@@ -79,3 +79,10 @@ FROM audit_events
 WHERE id > sqlc.arg(after)::bigint AND id <= sqlc.arg(upto)::bigint
 ORDER BY id
 LIMIT sqlc.arg(max_rows);
+
+-- name: LatestPolicyVersion :one
+-- The policy version (the tool registry's hash) last recorded for the
+-- workspace, through audit_events_action_idx; '' when none was.
+SELECT coalesce((SELECT a.data->>'hash' FROM audit_events a
+                 WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.action = 'policy.changed'
+                 ORDER BY a.id DESC LIMIT 1), '')::text AS hash;

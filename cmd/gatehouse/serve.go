@@ -120,6 +120,16 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 		log.Info("upstream MCP servers", "policy_file", cfg.PolicyFile, "upstreams", len(policyFile.Upstreams), "tools", len(registry.List()))
 	}
 	svc.Upstreams = upstreams
+	// The effective policy's version (the registry's hash) is audited and
+	// receipted when it changes: at start against the last one recorded,
+	// and when an upstream's tools are listed again.
+	recordPolicy := func() {
+		if _, err := svc.Proposals.RecordPolicyVersion(ctx, wsID); err != nil && ctx.Err() == nil {
+			log.Warn("recording the policy version", "err", err)
+		}
+	}
+	recordPolicy()
+	registry.OnChange(func() { go recordPolicy() })
 
 	if cfg.LLM.Model != "" {
 		log.Info("chat with a model", "llm", cfg.LLM)
