@@ -97,13 +97,19 @@ func seedLook(t *testing.T) lookSeed {
 // autonomous notebook running one, needs the scope alone to hold them.
 func autoApproveHighRisk(t *testing.T, dsn string) {
 	t.Helper()
+	execSQL(t, dsn, "UPDATE workspaces SET auto_approve_high_risk = true")
+}
+
+// execSQL runs one statement on the test's database.
+func execSQL(t *testing.T, dsn, sql string) {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "UPDATE workspaces SET auto_approve_high_risk = true"); err != nil {
+	if _, err := conn.Exec(ctx, sql); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -113,15 +119,7 @@ func autoApproveHighRisk(t *testing.T, dsn string) {
 // irreversible class's default (one a minute per agent) allows.
 func forgetRates(t *testing.T, dsn string) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DELETE FROM rate_counters"); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, dsn, "DELETE FROM rate_counters")
 }
 
 // signedIn is a browser signed in as the workspace admin.

@@ -1136,11 +1136,7 @@ func (s *Service) Settle(ctx context.Context, p auth.Principal, id uuid.UUID, ra
 	if _, err := s.record(ctx, q, p, kind, outcomeSettled, row, note); err != nil {
 		return Proposal{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit settlement: %w", err)
-	}
-	s.announce(row, false)
-	return fromRow(row), nil
+	return s.committed(ctx, tx, row, "settlement")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -167,11 +167,7 @@ func (s *Service) awaitCaller(ctx context.Context, tx pgx.Tx, q *db.Queries, p a
 		if err != nil {
 			return Proposal{}, err
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
-		}
-		s.announce(row, false)
-		return fromRow(row), nil
+		return s.committed(ctx, tx, row, "result")
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit claim: %w", err)
@@ -388,11 +384,7 @@ func (s *Service) ReportOutcome(ctx context.Context, p auth.Principal, id uuid.U
 	if err != nil {
 		return Proposal{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit report: %w", err)
-	}
-	s.announce(row, false)
-	return fromRow(row), nil
+	return s.committed(ctx, tx, row, "report")
 }
 
 // claimPath is the path a claimed call took, as its finish names it: the

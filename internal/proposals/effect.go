@@ -249,11 +249,7 @@ func (s *Service) run(ctx context.Context, tx pgx.Tx, q *db.Queries, p auth.Prin
 		if err != nil {
 			return Proposal{}, err
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
-		}
-		s.announce(row, false)
-		return fromRow(row), nil
+		return s.committed(ctx, tx, row, "result")
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Proposal{}, fmt.Errorf("proposals: commit claim: %w", err)
@@ -350,11 +346,7 @@ func (s *Service) deliver(ctx context.Context, p auth.Principal, claimed db.Prop
 	if err != nil {
 		return Proposal{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit result: %w", err)
-	}
-	s.announce(row, false)
-	return fromRow(row), nil
+	return s.committed(ctx, tx, row, "result")
 }
 
 // cancelForwarded marks a caller whose context ends only when it cancels
@@ -427,6 +419,17 @@ func (s *Service) finishWith(ctx context.Context, q *db.Queries, p auth.Principa
 		return db.Proposal{}, err
 	}
 	return row, nil
+}
+
+// committed commits tx, in which the call's row came to be as row says,
+// and tells the pages that show it: the end of every path that records
+// an outcome in one transaction.
+func (s *Service) committed(ctx context.Context, tx pgx.Tx, row db.Proposal, what string) (Proposal, error) {
+	if err := tx.Commit(ctx); err != nil {
+		return Proposal{}, fmt.Errorf("proposals: commit %s: %w", what, err)
+	}
+	s.announce(row, false)
+	return fromRow(row), nil
 }
 
 // markIrreversible marks the finishing audit row of an irreversible call

@@ -778,11 +778,7 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 	if err := s.rejected(ctx, q, p, row, reason); err != nil {
 		return Proposal{}, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return Proposal{}, fmt.Errorf("proposals: commit rejection: %w", err)
-	}
-	s.announce(row, false)
-	return fromRow(row), nil
+	return s.committed(ctx, tx, row, "rejection")
 }
 
 // Get returns one of the caller's proposals (the agent reads the outcome and

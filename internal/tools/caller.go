@@ -187,22 +187,8 @@ func DeclareCallerTools(r *Registry, f *PolicyFile) error {
 		}
 		decls = append(decls, d)
 	}
-	r.mu.Lock()
-	old := r.cur.Load()
-	keep := make([]*Tool, 0, len(old.names))
-	for _, n := range old.names {
-		keep = append(keep, old.byName[n])
-	}
-	st, err := r.build(keep, decls)
-	if err != nil {
-		r.mu.Unlock()
+	if err := r.replace(func(*Tool) bool { return true }, decls, nil); err != nil {
 		return fmt.Errorf("policy file: %w", err)
-	}
-	r.cur.Store(st)
-	changed := slices.Clone(r.changed)
-	r.mu.Unlock()
-	for _, f := range changed {
-		f()
 	}
 	return nil
 }

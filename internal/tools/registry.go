@@ -305,49 +305,47 @@ func (r *Registry) ReplaceUpstream(upstream string, decls []Tool) error {
 			return fmt.Errorf("tools: %s is not a tool of upstream %s", d.Name, upstream)
 		}
 	}
-	r.mu.Lock()
-	old := r.cur.Load()
-	var keep []*Tool
-	for _, n := range old.names {
-		if t := old.byName[n]; t.Upstream != upstream {
-			keep = append(keep, t)
-		}
-	}
-	st, err := r.build(keep, decls)
-	if err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	r.cur.Store(st)
-	changed := slices.Clone(r.changed)
-	r.mu.Unlock()
-	for _, f := range changed {
-		f()
-	}
-	return nil
+	return r.replace(func(t *Tool) bool { return t.Upstream != upstream }, decls, nil)
 }
 
 // Override declares tools again in place of those of the same names (the
 // policy file's overrides of built-in tools, ApplyOverrides): each is
 // checked as a declaration; a bad one leaves the registry as it was.
 func (r *Registry) Override(decls []Tool) error {
-	r.mu.Lock()
-	old := r.cur.Load()
 	replaced := map[string]bool{}
 	for _, d := range decls {
-		if _, ok := old.byName[d.Name]; !ok {
-			r.mu.Unlock()
-			return fmt.Errorf("tools: %s is not declared", d.Name)
-		}
 		replaced[d.Name] = true
 	}
-	var keep []*Tool
-	for _, n := range old.names {
-		if !replaced[n] {
-			keep = append(keep, old.byName[n])
+	return r.replace(func(t *Tool) bool { return !replaced[t.Name] }, decls, func(cur *registryState) error {
+		for _, d := range decls {
+			if _, ok := cur.byName[d.Name]; !ok {
+				return fmt.Errorf("tools: %s is not declared", d.Name)
+			}
+		}
+		return nil
+	})
+}
+
+// replace stores a new snapshot of the current tools keep selects and of
+// decls (each checked and compiled), and then tells the OnChange
+// listeners; check, if any, vets the current snapshot first. A bad
+// declaration leaves the registry as it was.
+func (r *Registry) replace(keep func(*Tool) bool, decls []Tool, check func(cur *registryState) error) error {
+	r.mu.Lock()
+	old := r.cur.Load()
+	if check != nil {
+		if err := check(old); err != nil {
+			r.mu.Unlock()
+			return err
 		}
 	}
-	st, err := r.build(keep, decls)
+	var kept []*Tool
+	for _, n := range old.names {
+		if t := old.byName[n]; keep(t) {
+			kept = append(kept, t)
+		}
+	}
+	st, err := r.build(kept, decls)
 	if err != nil {
 		r.mu.Unlock()
 		return err
