@@ -10,6 +10,56 @@ import (
 	"time"
 )
 
+const addRates = `-- name: AddRates :many
+INSERT INTO rate_counters (bucket, window_start, count, expires_at)
+SELECT unnest($1::text[]), unnest($2::timestamptz[]), unnest($3::int[]), unnest($4::timestamptz[])
+ORDER BY 1, 2
+ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_counters.count + excluded.count
+RETURNING bucket, window_start, count
+`
+
+type AddRatesParams struct {
+	Buckets      []string
+	WindowStarts []time.Time
+	Deltas       []int32
+	ExpiresAts   []time.Time
+}
+
+type AddRatesRow struct {
+	Bucket      string
+	WindowStart time.Time
+	Count       int32
+}
+
+// Adds what one instance counted in memory since it last said so
+// (internal/ratelimit) to the buckets' shared windows, and returns every
+// window's count across instances. Rows are taken in the buckets' order,
+// so two instances adding to the same buckets never deadlock.
+func (q *Queries) AddRates(ctx context.Context, arg AddRatesParams) ([]AddRatesRow, error) {
+	rows, err := q.db.Query(ctx, addRates,
+		arg.Buckets,
+		arg.WindowStarts,
+		arg.Deltas,
+		arg.ExpiresAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AddRatesRow{}
+	for rows.Next() {
+		var i AddRatesRow
+		if err := rows.Scan(&i.Bucket, &i.WindowStart, &i.Count); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const countRate = `-- name: CountRate :one
 INSERT INTO rate_counters (bucket, window_start, count, expires_at)
 VALUES ($1, $2, 1, $3)

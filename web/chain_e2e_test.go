@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/dbtest"
 )
 
 // Five hundred outcomes at once in one workspace, through two server
@@ -15,8 +16,9 @@ import (
 // has exactly one receipt, and the chain is gapless and verifies.
 func TestReceipts_FiveHundredConcurrentOutcomesOnTwoInstancesMakeOneChain(t *testing.T) {
 	t.Parallel()
-	a := newEnv(t)
-	b := newEnvOn(t, a.pool)
+	registry := liftedRegistry(t) // 500 records.put from one token in a few seconds
+	a := newEnvWith(t, dbtest.MustPool(t), registry)
+	b := newEnvWith(t, a.pool, registry)
 	a.user("owner@example.com", auth.RoleMember)
 	agent := a.token("owner@example.com", auth.TokenAgent)
 	user := a.token("owner@example.com", auth.TokenUser)

@@ -33,7 +33,11 @@ func TestToolsPage_ShowsWhyEachToolHasItsClass(t *testing.T) {
 		if !strings.Contains(card, `data-testid="tool-class-rationale"><strong>Why this class:</strong> `+c.ClassRationale+"</p>") {
 			t.Errorf("%s does not say why it is %s", tool.Name, c.Authority)
 		}
-		if !strings.Contains(card, "<dt>Undoing it</dt><dd>"+c.Reversibility+"</dd>") || !strings.Contains(card, "<dt>Service level</dt><dd>not stated</dd>") {
+		level := "not stated"
+		if c.SLA.P95Latency > 0 {
+			level = fmt.Sprintf("95%% of calls within %s; %s available", c.SLA.P95Latency, c.SLA.Availability)
+		}
+		if !strings.Contains(card, "<dt>Undoing it</dt><dd>"+c.Reversibility+"</dd>") || !strings.Contains(card, "<dt>Service level</dt><dd>"+level+"</dd>") {
 			t.Errorf("%s does not show its reversibility and service level", tool.Name)
 		}
 	}

@@ -60,6 +60,29 @@ func newEnvOn(t *testing.T, pool *pgxpool.Pool) *env {
 	return newEnvWith(t, pool, registry)
 }
 
+// liftedRegistry is the built-in tools with the per-agent limits of
+// records.put, records.get and records.search raised far above their
+// classes' defaults (60 and 120 a minute), as an operator's policy file
+// would, for tests that make hundreds of such calls from one token and
+// are not about limits.
+func liftedRegistry(t *testing.T) *tools.Registry {
+	t.Helper()
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lift := "    rate_limits: {per_agent_per_minute: 1000000}\n"
+	file, err := tools.ParsePolicyFile([]byte("tools:\n  records.put:\n"+lift+"  records.get:\n"+lift+"  records.search:\n"+lift),
+		registry.Classes(), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tools.ApplyOverrides(registry, file); err != nil {
+		t.Fatal(err)
+	}
+	return registry
+}
+
 // newEnvWith is a server with its own tool registry.
 func newEnvWith(t *testing.T, pool *pgxpool.Pool, registry *tools.Registry) *env {
 	t.Helper()

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 func TestPercentile_NearestRank(t *testing.T) {
@@ -260,5 +262,26 @@ func TestCeiling(t *testing.T) {
 	rep.phases[0].Cost.ClusterMs = 0
 	if got := rep.ceiling(); got != "" {
 		t.Errorf("without PostgreSQL's CPU: %q; want nothing", got)
+	}
+}
+
+// The SLA section says within or over for latency and availability, from
+// the tool's own contract.
+func TestSLAVerdict(t *testing.T) {
+	sla := tools.SLA{P95Latency: 50 * time.Millisecond, Availability: "99.9%"}
+	within := slaVerdict("records.get", sla, row{Name: "records.get, auto-run", Clients: 8, Calls: 1000, OK: 1000, P95: 12 * time.Millisecond})
+	if !strings.Contains(within, "p95 12.00 ms against the stated 50.00 ms (within)") || !strings.Contains(within, "100.00 % of 1000 calls") || strings.Contains(within, "under") {
+		t.Errorf("within: %s", within)
+	}
+	over := slaVerdict("records.get", sla, row{Name: "records.get, auto-run", Clients: 8, Calls: 1000, OK: 990, P95: 80 * time.Millisecond})
+	if !strings.Contains(over, "(over)") || !strings.Contains(over, "(under)") {
+		t.Errorf("over: %s", over)
+	}
+	if got := slaVerdict("payment.initiate", tools.SLA{}, row{Name: "x", Calls: 1}); !strings.Contains(got, "states no service level") {
+		t.Errorf("none: %s", got)
+	}
+	rep := &report{phases: []row{{Name: "records.get, auto-run", Clients: 8, Calls: 10, OK: 10, P95: time.Millisecond}}}
+	if v := rep.slaVerdicts(); len(v) != 1 || !strings.Contains(v[0], "`records.get`") {
+		t.Errorf("verdicts: %v", v)
 	}
 }

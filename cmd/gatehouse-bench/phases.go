@@ -37,7 +37,7 @@ type row struct {
 	Elapsed time.Duration
 	// Rate is completed calls per second (pgbench: its own tps).
 	Rate             float64
-	P50, P99         time.Duration
+	P50, P95, P99    time.Duration
 	RSSStart, RSSEnd int64 // the server's resident set, KiB; 0: not measured
 	// Cost is per call: WAL written by the cluster, the server's and
 	// PostgreSQL's CPU.
@@ -138,7 +138,7 @@ func (b *bench) measure(ctx context.Context, name string, clients int, want stri
 		r.WAL = walShares(context.WithoutCancel(ctx), b.dbURL, before.lsn, after.lsn, r.Calls, walSharesLimit)
 	}
 	r.Rate = float64(r.Calls) / r.Elapsed.Seconds()
-	r.P50, r.P99 = percentile(lat, 0.50), percentile(lat, 0.99)
+	r.P50, r.P95, r.P99 = percentile(lat, 0.50), percentile(lat, 0.95), percentile(lat, 0.99)
 	for e := range errors {
 		r.Errors = append(r.Errors, e)
 	}

@@ -309,6 +309,12 @@ by `+"`make bench`"+`; do not edit it by hand.
 			fmt.Fprintf(&b, "- %s.\n", v)
 		}
 	}
+	if v := rep.slaVerdicts(); len(v) > 0 {
+		b.WriteString("\n### Against the stated SLA\n\nThe built-in tools' stated service levels (their contracts' `sla`, internal/tools/builtin.go) against the phases that call them; under saturation, so the latency includes queueing behind the other clients.\n\n")
+		for _, s := range v {
+			fmt.Fprintf(&b, "- %s.\n", s)
+		}
+	}
 	if r, ok := rep.headlinePhase(); ok {
 		walSharesMarkdown(&b, r)
 	}

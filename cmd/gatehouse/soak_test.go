@@ -229,11 +229,13 @@ func newSoak(t *testing.T, concurrency int) *soak {
 	}
 	t.Cleanup(pool.Close)
 
-	// The load is hundreds of keyed notes.append a second from one token:
-	// far above write-non-idempotent's default limit (10 a minute), which
-	// this test is not about. The policy file raises it, as an operator would.
+	// The load is hundreds of keyed notes.append and records.put a second
+	// from one token: far above their classes' default limits (10 and 60 a
+	// minute), which this test is not about. The policy file raises them,
+	// as an operator would.
 	policy := filepath.Join(dir, "gatehouse.yaml")
-	if err := os.WriteFile(policy, []byte("tools:\n  notes.append:\n    rate_limits: {per_agent_per_minute: 1000000}\n"), 0o600); err != nil {
+	unlimited := "    rate_limits: {per_agent_per_minute: 1000000}\n"
+	if err := os.WriteFile(policy, []byte("tools:\n  notes.append:\n"+unlimited+"  records.put:\n"+unlimited), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := &soak{t: t, bin: bin, pool: pool, env: []string{

@@ -3,6 +3,7 @@ package proposals
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
 )
@@ -50,3 +51,7 @@ func (s *Service) ProposeTogether(ctx context.Context, calls []Together) (outs [
 	}
 	return outs, errs, alone
 }
+
+// SetLimitSync sets how often, at most, the service shares its in-memory
+// rate-limit counts (a test counting round trips wants none).
+func (s *Service) SetLimitSync(every time.Duration) { s.limiter.SetSyncEvery(every) }

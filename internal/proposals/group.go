@@ -93,20 +93,20 @@ func (s *Service) SetGroupCommit(writers int) {
 
 // groupable reports whether a call may join a group transaction: an
 // in-database tool whose call could run at once, with nothing held or
-// counted for it beside its decision (no idempotency key, no rate limit,
-// no confirm).
+// counted for it in the database beside its decision (no idempotency key,
+// no confirm, no limit but one per agent counted in memory).
 func groupable(c checked, in Input) bool {
 	rl := c.tool.Contract.RateLimits
 	return in.Idem == nil && in.IdempotencyKey == "" && !in.Confirm && !c.short &&
 		!c.tool.Outside() && !c.tool.Caller && c.tool.Effect != policy.EffectDestructive && !c.tool.Contract.Gating.Required &&
-		rl.PerAgentPerMinute <= 0 && rl.PerWorkspacePerHour <= 0 && rl.PerWorkspacePerDay <= 0
+		(rl.PerAgentPerMinute <= 0 || sharedLimit(c.tool.Contract.Authority)) && rl.PerWorkspacePerHour <= 0 && rl.PerWorkspacePerDay <= 0
 }
 
 // propose queues the call and waits for its outcome, leading a group
 // transaction when its turn comes. done is false when the call is to run
-// alone.
-func (gr *group) propose(ctx context.Context, p auth.Principal, scope Scope, c checked, in Input) (out Proposal, err error, done bool) {
-	g := &grouped{ctx: ctx, p: p, scope: scope, c: c, in: in, lead: make(chan struct{}, 1), done: make(chan struct{})}
+// alone; c then says whether its limit per agent was counted already.
+func (gr *group) propose(ctx context.Context, p auth.Principal, scope Scope, c *checked, in Input) (out Proposal, err error, done bool) {
+	g := &grouped{ctx: ctx, p: p, scope: scope, c: *c, in: in, lead: make(chan struct{}, 1), done: make(chan struct{})}
 	gr.mu.Lock()
 	gr.queue = append(gr.queue, g)
 	if gr.leaders < gr.writers {
@@ -127,6 +127,7 @@ func (gr *group) propose(ctx context.Context, p auth.Principal, scope Scope, c c
 				gr.leadOne()
 			default:
 			}
+			c.counted = g.c.counted
 			return g.out, g.err, !g.alone
 		}
 	}
@@ -360,6 +361,14 @@ func (s *Service) groupMember(g *grouped, rows decisionRows) (*member, bool) {
 	params, err := proposalParams(g.p, g.scope, g.c, d, StatusApplying, false)
 	if err != nil {
 		return nil, false
+	}
+	// Last, since it counts: the limit per agent, in memory. A call over
+	// it is the single path's to refuse.
+	if limit := g.c.tool.Contract.RateLimits.PerAgentPerMinute; limit > 0 {
+		if ok, _ := s.limiter.Take(agentBucket(g.p, g.c.tool), limit, time.Minute, time.Now()); !ok {
+			return nil, false
+		}
+		g.c.counted = true
 	}
 	return &member{g: g, d: d, warning: warning, params: params, created: createdData(g.c, d, g.scope, warning)}, true
 }

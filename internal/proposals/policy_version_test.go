@@ -26,7 +26,7 @@ func TestRecordPolicyVersion_OncePerChange(t *testing.T) {
 		}
 	}
 	first := registry.Hash()
-	file, err := tools.ParsePolicyFile([]byte("tools:\n  records.get:\n    rate_limits: {per_agent_per_minute: 120}\n"), registry.Classes(), func(string) string { return "" })
+	file, err := tools.ParsePolicyFile([]byte("tools:\n  records.get:\n    rate_limits: {per_agent_per_minute: 30}\n"), registry.Classes(), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/events"
 	"github.com/gatehouse/gatehouse/internal/grants"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/ratelimit"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/strictjson"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -194,13 +195,16 @@ type Service struct {
 	cursorKey *cursor.Key
 	// grantsSvc creates the grants chosen with an approval (grants.go).
 	grantsSvc *grants.Service
+	// limiter counts the limits of reads and idempotent writes
+	// (ratelimit.go).
+	limiter *ratelimit.Shared
 }
 
 // NewService returns the service.
 func NewService(pool *pgxpool.Pool, registry *tools.Registry, log *slog.Logger) *Service {
 	q := db.New(pool)
 	s := &Service{pool: pool, q: q, tools: registry, log: log, idemWait: 5 * time.Second, idemLease: DefaultIdempotencyLease, env: "production",
-		cursorKey: cursor.NewKey(q), grantsSvc: grants.NewService(pool, registry)}
+		cursorKey: cursor.NewKey(q), grantsSvc: grants.NewService(pool, registry), limiter: ratelimit.New(q, log)}
 	s.SetGroupCommit(DefaultGroupWriters(pool.Config().MaxConns))
 	return s
 }
@@ -288,7 +292,7 @@ func (s *Service) Propose(ctx context.Context, p auth.Principal, scope Scope, in
 		return Proposal{}, err
 	}
 	if s.group != nil && groupable(c, in) {
-		if out, err, done := s.group.propose(ctx, p, scope, c, in); done {
+		if out, err, done := s.group.propose(ctx, p, scope, &c, in); done {
 			return out, err
 		}
 	}
@@ -305,6 +309,9 @@ type checked struct {
 	// short is a rationale under the floor of 10, refused unless the
 	// workspace is in warn mode, which only the decision's row says.
 	short bool
+	// counted says the call's limit per agent was counted in memory
+	// already: by a group transaction that then left it to run alone.
+	counted bool
 }
 
 var rationaleErr = apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"}
@@ -489,7 +496,7 @@ func (s *Service) proposeAlone(ctx context.Context, p auth.Principal, scope Scop
 	if err := s.checkConstraints(ctx, q, p, tool, args, d, nil, nil); err != nil {
 		return refuse(err, outcomeConstraint, map[string]any{"constraint": apperr.Message(err)})
 	}
-	if err := countRate(ctx, q, p, tool, time.Now()); err != nil {
+	if err := s.countRate(ctx, q, p, tool, c.counted, time.Now()); err != nil {
 		if apperr.Code(err) != apperr.ERATELIMIT {
 			return Proposal{}, err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
 	"github.com/gatehouse/gatehouse/internal/policy"
+	"github.com/gatehouse/gatehouse/internal/ratelimit"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -43,6 +44,13 @@ func TestCountRate_WindowsAndBuckets(t *testing.T) {
 	agentA := auth.Principal{UserID: uuid.New(), WorkspaceID: ws, TokenID: uuid.New(), TokenKind: auth.TokenAgent}
 	agentB := auth.Principal{UserID: agentA.UserID, WorkspaceID: ws, TokenID: uuid.New(), TokenKind: auth.TokenAgent}
 	minute := time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC)
+	// A write-idempotent tool: its limit per agent is counted in memory
+	// (shared between instances off the call path), its workspace's in
+	// the transaction.
+	svc := &Service{limiter: ratelimit.New(q, nil)}
+	countRate := func(ctx context.Context, q *db.Queries, p auth.Principal, tool *tools.Tool, now time.Time) error {
+		return svc.countRate(ctx, q, p, tool, false, now)
+	}
 
 	for i := range 2 {
 		if err := countRate(ctx, q, agentA, tool, minute.Add(time.Duration(i)*time.Second)); err != nil {

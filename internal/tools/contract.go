@@ -140,14 +140,16 @@ var (
 		policy.AuthorityWriteNonIdempotent: 7 * 365 * 24 * time.Hour,
 		policy.AuthorityIrreversible:       10 * 365 * 24 * time.Hour,
 	}
-	// rateLimitsByAuthority are the classes' default limits where they
-	// are low by nature (the four authority classes: ~10 a minute per agent
-	// for write-non-idempotent, ~1 and a daily cap for irreversible). Read
-	// and write-idempotent tools have none by default: a durable counter
-	// on every call is a row locked through each commit (issue 32 measured
-	// it at a third of the throughput); a tool or the policy file names
-	// one where it matters.
+	// rateLimitsByAuthority are the classes' default limits (the four
+	// authority classes: ~120 a minute per agent for reads, ~60 for
+	// idempotent writes, ~10 for write-non-idempotent, ~1 and a daily cap
+	// per workspace for irreversible). A tool that names limits of its own
+	// (or whose policy-file entry does) has those instead. Reads' and
+	// idempotent writes' are counted in memory and shared between
+	// instances off the call path (internal/ratelimit).
 	rateLimitsByAuthority = map[policy.Authority]RateLimits{
+		policy.AuthorityRead:               {PerAgentPerMinute: 120},
+		policy.AuthorityWriteIdempotent:    {PerAgentPerMinute: 60},
 		policy.AuthorityWriteNonIdempotent: {PerAgentPerMinute: 10},
 		policy.AuthorityIrreversible:       {PerAgentPerMinute: 1, PerWorkspacePerDay: 50},
 	}
