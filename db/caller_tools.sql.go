@@ -14,7 +14,8 @@ import (
 
 const listUnreportedCalls = `-- name: ListUnreportedCalls :many
 SELECT id, workspace_id FROM proposals
-WHERE status = 'applying' AND claimed_at < $1 AND tool = ANY($2::text[])
+WHERE status = 'applying' AND claimed_at < $1
+  AND (tool = ANY($2::text[]) OR caller_declaration IS NOT NULL)
 ORDER BY claimed_at
 LIMIT $3
 `
@@ -32,7 +33,8 @@ type ListUnreportedCallsRow struct {
 
 // The sweeper: caller-executed calls claimed before the cut-off (their
 // execution ticket expired) that their caller never reported, in every
-// workspace (the partial index of applying calls).
+// workspace (the partial index of applying calls): the policy file's
+// caller tools, and the calls whose caller declared the tool with them.
 func (q *Queries) ListUnreportedCalls(ctx context.Context, arg ListUnreportedCallsParams) ([]ListUnreportedCallsRow, error) {
 	rows, err := q.db.Query(ctx, listUnreportedCalls, arg.Cutoff, arg.Tools, arg.MaxRows)
 	if err != nil {

@@ -184,7 +184,7 @@ func (q *Queries) StatelessMCPBinding(ctx context.Context, arg StatelessMCPBindi
 	return conversation_id, err
 }
 
-const touchMCPSession = `-- name: TouchMCPSession :exec
+const touchMCPSession = `-- name: TouchMCPSession :execrows
 UPDATE mcp_sessions SET seen_at = now()
 WHERE workspace_id = $1 AND id = $2 AND closed_at IS NULL
 `
@@ -194,10 +194,15 @@ type TouchMCPSessionParams struct {
 	ID          string
 }
 
-// The session was used (the caller writes it at most once a minute).
-func (q *Queries) TouchMCPSession(ctx context.Context, arg TouchMCPSessionParams) error {
-	_, err := q.db.Exec(ctx, touchMCPSession, arg.WorkspaceID, arg.ID)
-	return err
+// The session was used (the caller writes it at most once a minute). 0
+// rows: it was closed (or swept) meanwhile, on some instance, and the
+// caller lets its copy go even if it missed the notification.
+func (q *Queries) TouchMCPSession(ctx context.Context, arg TouchMCPSessionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, touchMCPSession, arg.WorkspaceID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const useMCPRequestState = `-- name: UseMCPRequestState :execrows

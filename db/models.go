@@ -433,6 +433,28 @@ type PaymentRequest struct {
 	CreatedAt   time.Time
 }
 
+type PolicyFileSetting struct {
+	WorkspaceID uuid.UUID
+	Setting     string
+	Value       json.RawMessage
+	Pinned      bool
+	AppliedAt   time.Time
+}
+
+type PolicyInstance struct {
+	InstanceID string
+	Hostname   string
+	FilePath   string
+	FileHash   string
+	PolicyHash string
+	LoadedAt   *time.Time
+	Error      pgtype.Text
+	ErrorLine  pgtype.Int4
+	ErrorAt    *time.Time
+	StartedAt  time.Time
+	SeenAt     time.Time
+}
+
 type Proposal struct {
 	ID                uuid.UUID
 	WorkspaceID       uuid.UUID
@@ -469,6 +491,7 @@ type Proposal struct {
 	EffectDecision    []byte
 	DecisionInput     []byte
 	LineID            int64
+	CallerDeclaration []byte
 }
 
 type ProposalCallFact struct {
@@ -592,6 +615,19 @@ type Session struct {
 	Token  string
 	Data   []byte
 	Expiry time.Time
+}
+
+type ShadowCount struct {
+	WorkspaceID uuid.UUID
+	Rule        string
+	Kind        string
+	Calls       int64
+}
+
+type ShadowRule struct {
+	Rule    string
+	Tool    string
+	AddedAt time.Time
 }
 
 type TranscriptLine struct {

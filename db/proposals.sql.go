@@ -34,7 +34,7 @@ const claimProposal = `-- name: ClaimProposal :one
 UPDATE proposals SET status = 'applying', applied_arguments = $2, resolved_by_user_id = $3, apply_path = $4, claimed_at = now(),
        effect_decision = $5
 WHERE id = $1 AND workspace_id = $6 AND status = $7::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 `
 
 type ClaimProposalParams struct {
@@ -96,6 +96,7 @@ func (q *Queries) ClaimProposal(ctx context.Context, arg ClaimProposalParams) (P
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
@@ -123,7 +124,7 @@ func (q *Queries) CountRecentCalls(ctx context.Context, arg CountRecentCallsPara
 const escalateProposal = `-- name: EscalateProposal :one
 UPDATE proposals SET status = 'pending_approval', applied_arguments = $2, effect_decision = $3
 WHERE id = $1 AND workspace_id = $4 AND status = 'pending'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 `
 
 type EscalateProposalParams struct {
@@ -179,6 +180,7 @@ func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalPara
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
@@ -186,7 +188,7 @@ func (q *Queries) EscalateProposal(ctx context.Context, arg EscalateProposalPara
 const finishProposal = `-- name: FinishProposal :one
 UPDATE proposals SET status = $2, result = $3, error = $4, dry_run = $5, resolved_at = now()
 WHERE id = $1 AND workspace_id = $6 AND status = 'applying'
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 `
 
 type FinishProposalParams struct {
@@ -244,12 +246,13 @@ func (q *Queries) FinishProposal(ctx context.Context, arg FinishProposalParams) 
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
 
 const getProposal = `-- name: GetProposal :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3
 `
 
 type GetProposalParams struct {
@@ -298,12 +301,13 @@ func (q *Queries) GetProposal(ctx context.Context, arg GetProposalParams) (Propo
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
 
 const getProposalForUpdate = `-- name: GetProposalForUpdate :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals WHERE id = $1 AND workspace_id = $2 AND owner_id = $3 FOR UPDATE
 `
 
 type GetProposalForUpdateParams struct {
@@ -353,12 +357,13 @@ func (q *Queries) GetProposalForUpdate(ctx context.Context, arg GetProposalForUp
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
 
 const getProposalInWorkspace = `-- name: GetProposalInWorkspace :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals WHERE id = $1 AND workspace_id = $2
 `
 
 type GetProposalInWorkspaceParams struct {
@@ -406,12 +411,13 @@ func (q *Queries) GetProposalInWorkspace(ctx context.Context, arg GetProposalInW
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
 
 const getProposalInWorkspaceForUpdate = `-- name: GetProposalInWorkspaceForUpdate :one
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals WHERE id = $1 AND workspace_id = $2 FOR UPDATE
 `
 
 type GetProposalInWorkspaceForUpdateParams struct {
@@ -458,6 +464,7 @@ func (q *Queries) GetProposalInWorkspaceForUpdate(ctx context.Context, arg GetPr
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
@@ -466,11 +473,12 @@ const insertProposal = `-- name: InsertProposal :one
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input, caller_declaration)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         $22, $23,
-        CASE WHEN $21::proposal_status = 'applying' THEN now() END, $24, $25)
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+        CASE WHEN $21::proposal_status = 'applying' THEN now() END, $24, $25,
+        $26)
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 `
 
 type InsertProposalParams struct {
@@ -499,6 +507,7 @@ type InsertProposalParams struct {
 	ResolvedByUserID  uuid.NullUUID
 	EffectDecision    []byte
 	DecisionInput     []byte
+	CallerDeclaration []byte
 }
 
 func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) (Proposal, error) {
@@ -528,6 +537,7 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		arg.ResolvedByUserID,
 		arg.EffectDecision,
 		arg.DecisionInput,
+		arg.CallerDeclaration,
 	)
 	var i Proposal
 	err := row.Scan(
@@ -566,12 +576,13 @@ func (q *Queries) InsertProposal(ctx context.Context, arg InsertProposalParams) 
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
 
 const listConversationCards = `-- name: ListConversationCards :many
-SELECT p.id, p.workspace_id, p.conversation_id, p.proposed_by_user_id, p.proposed_by_token_id, p.proposed_by_kind, p.tool, p.effect, p.arguments, p.rationale, p.permission_mode, p.disposition, p.status, p.applied_arguments, p.result, p.error, p.rejection_reason, p.resolved_by_user_id, p.apply_path, p.created_at, p.resolved_at, p.notebook_id, p.owner_id, p.trust_level, p.authority, p.risk, p.action_class, p.state, p.decision, p.constraints, p.dry_run, p.claimed_at, p.effect_decision, p.decision_input, p.line_id,
+SELECT p.id, p.workspace_id, p.conversation_id, p.proposed_by_user_id, p.proposed_by_token_id, p.proposed_by_kind, p.tool, p.effect, p.arguments, p.rationale, p.permission_mode, p.disposition, p.status, p.applied_arguments, p.result, p.error, p.rejection_reason, p.resolved_by_user_id, p.apply_path, p.created_at, p.resolved_at, p.notebook_id, p.owner_id, p.trust_level, p.authority, p.risk, p.action_class, p.state, p.decision, p.constraints, p.dry_run, p.claimed_at, p.effect_decision, p.decision_input, p.line_id, p.caller_declaration,
        coalesce(pu.email, '')::text AS proposer_email, coalesce(ru.email, '')::text AS decider_email,
        coalesce(t.name, '')::text AS token_name, coalesce(t.kind, '')::text AS token_kind
 FROM proposals p
@@ -653,6 +664,7 @@ func (q *Queries) ListConversationCards(ctx context.Context, arg ListConversatio
 			&i.Proposal.EffectDecision,
 			&i.Proposal.DecisionInput,
 			&i.Proposal.LineID,
+			&i.Proposal.CallerDeclaration,
 			&i.ProposerEmail,
 			&i.DeciderEmail,
 			&i.TokenName,
@@ -669,7 +681,7 @@ func (q *Queries) ListConversationCards(ctx context.Context, arg ListConversatio
 }
 
 const listOpenInConversation = `-- name: ListOpenInConversation :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals
 WHERE workspace_id = $1 AND conversation_id = $2
   AND status IN ('pending', 'pending_approval', 'applying')
 ORDER BY created_at DESC
@@ -730,6 +742,7 @@ func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConv
 			&i.EffectDecision,
 			&i.DecisionInput,
 			&i.LineID,
+			&i.CallerDeclaration,
 		); err != nil {
 			return nil, err
 		}
@@ -742,7 +755,7 @@ func (q *Queries) ListOpenInConversation(ctx context.Context, arg ListOpenInConv
 }
 
 const listProposalsForNotebook = `-- name: ListProposalsForNotebook :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals WHERE workspace_id = $1 AND notebook_id = $2 ORDER BY created_at, id
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals WHERE workspace_id = $1 AND notebook_id = $2 ORDER BY created_at, id
 `
 
 type ListProposalsForNotebookParams struct {
@@ -796,6 +809,7 @@ func (q *Queries) ListProposalsForNotebook(ctx context.Context, arg ListProposal
 			&i.EffectDecision,
 			&i.DecisionInput,
 			&i.LineID,
+			&i.CallerDeclaration,
 		); err != nil {
 			return nil, err
 		}
@@ -959,7 +973,7 @@ func (q *Queries) ListScopeClasses(ctx context.Context, arg ListScopeClassesPara
 }
 
 const listStuckProposals = `-- name: ListStuckProposals :many
-SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id FROM proposals
+SELECT id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration FROM proposals
 WHERE workspace_id = $1 AND status = 'applying' AND claimed_at < $2
 ORDER BY claimed_at LIMIT 100
 `
@@ -1015,6 +1029,7 @@ func (q *Queries) ListStuckProposals(ctx context.Context, arg ListStuckProposals
 			&i.EffectDecision,
 			&i.DecisionInput,
 			&i.LineID,
+			&i.CallerDeclaration,
 		); err != nil {
 			return nil, err
 		}
@@ -1166,7 +1181,7 @@ WITH p AS (
             $15, $16, $17, $18, $19, $20,
             $21, $22, $23, $24, 'auto', $3, now(), now(),
             $19, $25)
-    RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+    RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, $27
@@ -1333,7 +1348,7 @@ func (q *Queries) RecordEffectDecision(ctx context.Context, arg RecordEffectDeci
 const rejectProposal = `-- name: RejectProposal :one
 UPDATE proposals SET status = 'rejected', rejection_reason = $2, resolved_by_user_id = $3, resolved_at = now()
 WHERE id = $1 AND workspace_id = $4 AND status = $5::text
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 `
 
 type RejectProposalParams struct {
@@ -1389,6 +1404,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }
@@ -1396,7 +1412,7 @@ func (q *Queries) RejectProposal(ctx context.Context, arg RejectProposalParams) 
 const settleStuckProposal = `-- name: SettleStuckProposal :one
 UPDATE proposals SET status = $3, error = $4, resolved_at = now()
 WHERE id = $1 AND workspace_id = $2 AND status = 'applying' AND claimed_at < $5
-RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id
+RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 `
 
 type SettleStuckProposalParams struct {
@@ -1453,6 +1469,7 @@ func (q *Queries) SettleStuckProposal(ctx context.Context, arg SettleStuckPropos
 		&i.EffectDecision,
 		&i.DecisionInput,
 		&i.LineID,
+		&i.CallerDeclaration,
 	)
 	return i, err
 }

@@ -44,6 +44,7 @@ var distributionKeys = map[string]string{
 	"notifications":         "workspace_id", // migration 44
 	"action_links":          "workspace_id", // migration 44
 	"rationale_alerts":      "workspace_id", // migration 50
+	"shadow_counts":         "workspace_id", // migration 55
 	// Sign-in counters have no workspace (the account and address are
 	// counted before anyone is in one): distributed by their own bucket.
 	"rate_counters": "bucket",
@@ -78,6 +79,9 @@ var crossWorkspace = map[string]string{
 	"EvidenceHead":     "the evidence roll-up's global head",
 	"EvidenceBatchEnd": "a batch of the evidence roll-up's global feed",
 	"FoldEvidence":     "folds a batch of the global feed into each workspace's totals",
+	// The shadow rules' roll-up folds the audit log's global feed, as the
+	// calls' roll-up does.
+	"FoldShadowCounts": "folds a batch of the audit log's global feed into each workspace's shadow rule counts",
 	// So is the calls' roll-up (audit_events' feed, internal/intent).
 	"AuditHead":       "the calls' roll-up's global head",
 	"CallEvents":      "a batch of the calls' roll-up's global feed, with each row's call",

@@ -126,6 +126,32 @@ func (q *Queries) GetWorkspaceForUpdate(ctx context.Context, id uuid.UUID) (Work
 	return i, err
 }
 
+const listWorkspaceIDsForUpdate = `-- name: ListWorkspaceIDsForUpdate :many
+SELECT id FROM workspaces ORDER BY id FOR UPDATE
+`
+
+// Every workspace, locked in id order: the policy file's settings are
+// written to each in one transaction.
+func (q *Queries) ListWorkspaceIDsForUpdate(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, listWorkspaceIDsForUpdate)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []uuid.UUID{}
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const updateWorkspaceSettings = `-- name: UpdateWorkspaceSettings :one
 UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhook_allowlist = $4, rationale_min_length = $5,
     rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10, confirm_runs_high_risk = $11

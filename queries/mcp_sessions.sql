@@ -12,8 +12,10 @@ SELECT * FROM mcp_sessions
 WHERE workspace_id = sqlc.arg(workspace_id) AND id = sqlc.arg(id) AND token_id = sqlc.arg(token_id)
   AND closed_at IS NULL AND seen_at > sqlc.arg(idle_since);
 
--- name: TouchMCPSession :exec
--- The session was used (the caller writes it at most once a minute).
+-- name: TouchMCPSession :execrows
+-- The session was used (the caller writes it at most once a minute). 0
+-- rows: it was closed (or swept) meanwhile, on some instance, and the
+-- caller lets its copy go even if it missed the notification.
 UPDATE mcp_sessions SET seen_at = now()
 WHERE workspace_id = sqlc.arg(workspace_id) AND id = sqlc.arg(id) AND closed_at IS NULL;
 

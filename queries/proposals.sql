@@ -2,10 +2,11 @@
 INSERT INTO proposals (workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                        proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
                        authority, risk, action_class, state, decision, constraints, status,
-                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input)
+                       apply_path, resolved_by_user_id, claimed_at, effect_decision, decision_input, caller_declaration)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21,
         sqlc.narg(apply_path), sqlc.narg(resolved_by_user_id),
-        CASE WHEN $21::proposal_status = 'applying' THEN now() END, sqlc.narg(effect_decision), sqlc.narg(decision_input))
+        CASE WHEN $21::proposal_status = 'applying' THEN now() END, sqlc.narg(effect_decision), sqlc.narg(decision_input),
+        sqlc.narg(caller_declaration))
 RETURNING *;
 
 -- name: GetProposal :one

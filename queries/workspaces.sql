@@ -18,3 +18,8 @@ UPDATE workspaces SET auto_approve_high_risk = $2, internal_domains = $3, webhoo
     rationale_mode = $6, rationale_warn_until = $7, escalate_after_minutes = $8, escalate_to_role = $9, approval_quorums = $10, confirm_runs_high_risk = $11
 WHERE id = $1
 RETURNING *;
+
+-- name: ListWorkspaceIDsForUpdate :many
+-- Every workspace, locked in id order: the policy file's settings are
+-- written to each in one transaction.
+SELECT id FROM workspaces ORDER BY id FOR UPDATE;

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // Caller-executed calls over REST (docs/caller-tools.md): the caller
@@ -71,4 +73,17 @@ func parseWait(v string) (time.Duration, error) {
 		return 0, apperr.Invalid("wait must be a duration from 1s to 60s, such as 30s.", apperr.FieldError{Field: "wait", Message: "must be a duration from 1s to 60s"})
 	}
 	return d, nil
+}
+
+// declaredWords says on a card what the caller declared of its tool with
+// the call ("" for a tool the registry declares).
+func declaredWords(d *tools.CallerDeclaration) string {
+	if d == nil {
+		return ""
+	}
+	words := fmt.Sprintf("%s (effect %s, authority %s", d.Description, d.Effect, d.Authority)
+	if d.ActionClass != "" {
+		words += ", class " + d.ActionClass
+	}
+	return words + ")"
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/telemetry"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 type proposalJSON struct {
@@ -61,6 +62,8 @@ type proposalJSON struct {
 	// call until TicketExpiresAt, then report it (api_caller.go).
 	ExecutionTicket string `json:"execution_ticket,omitempty"`
 	TicketExpiresAt string `json:"ticket_expires_at,omitempty"`
+	// Declaration is the tool as its caller declared it with the call.
+	Declaration *tools.CallerDeclaration `json:"declaration,omitempty"`
 }
 
 func toProposalJSON(p proposals.Proposal) proposalJSON {
@@ -71,7 +74,7 @@ func toProposalJSON(p proposals.Proposal) proposalJSON {
 		Result: p.Result, Error: p.Error, RejectionReason: p.RejectionReason,
 		ApplyPath: p.ApplyPath, CreatedAt: rfc3339(p.CreatedAt),
 		Authority: string(p.Authority), Risk: string(p.Risk), ActionClass: p.ActionClass, Decision: toDecisionJSON(p.Decision), EffectDecision: toDecisionJSON(p.EffectDecision), DryRun: p.DryRun,
-		RequiresApproval: p.Status == proposals.StatusPendingApproval, ConfirmIgnored: p.ConfirmIgnored,
+		RequiresApproval: p.Status == proposals.StatusPendingApproval, ConfirmIgnored: p.ConfirmIgnored, Declaration: p.Declaration,
 	}
 	switch p.Scope.Kind {
 	case proposals.ScopeConversation:
@@ -157,7 +160,8 @@ func (s *Server) apiProposeToolCall(c echo.Context, scope proposals.Scope) error
 		}
 	}
 	key := in.IdempotencyKey
-	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key, Confirm: in.Confirm}
+	call := proposals.Input{Tool: in.Tool, Arguments: in.Arguments, Rationale: in.Rationale, IdempotencyKey: key, Confirm: in.Confirm,
+		Declaration: in.Declaration}
 	begun, err := s.beginIdempotent(c, scope, call)
 	if err != nil {
 		return err
@@ -223,6 +227,9 @@ type toolCallBody struct {
 	Rationale      string          `json:"rationale"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Confirm        bool            `json:"confirm"`
+	// Declaration declares the caller's own tool with the call
+	// (docs/caller-tools.md).
+	Declaration *tools.CallerDeclaration `json:"declaration"`
 }
 
 // decodeToolCall decodes a tool-call body strictly (see strictjson: no
@@ -261,11 +268,14 @@ func (s *Server) beginIdempotent(c echo.Context, scope proposals.Scope, in propo
 	if in.Confirm {
 		request["confirm"] = true // a confirmed call is another request than the same call unconfirmed
 	}
+	if in.Declaration != nil {
+		request["declaration"] = in.Declaration // another declaration is another request
+	}
 	hash, err := proposals.RequestHash(request)
 	if err != nil {
 		return proposals.Begun{}, err
 	}
-	return s.props.BeginIdempotent(c.Request().Context(), principal(c), scope, in.Tool, in.IdempotencyKey, hash)
+	return s.props.BeginIdempotentCall(c.Request().Context(), principal(c), scope, in, hash)
 }
 
 // apiDecide handles "POST /api/v1/decisions": how would this call be

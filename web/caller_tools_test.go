@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"html"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -46,25 +47,32 @@ caller_tools:
 type callerEnv struct {
 	*env
 	agent, other, user string
+	owner              *client
 	sweeper            *proposals.Service
 }
 
 func newCallerEnv(t *testing.T) *callerEnv {
 	t.Helper()
-	e, _ := newEnvPolicy(t, callerPolicy)
+	return newCallerEnvPolicy(t, callerPolicy)
+}
+
+// newCallerEnvPolicy is newCallerEnv with another policy file.
+func newCallerEnvPolicy(t *testing.T, policy string) *callerEnv {
+	t.Helper()
+	e, _ := newEnvPolicy(t, policy)
 	registry, err := tools.Builtin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := tools.ParsePolicyFile([]byte(callerPolicy), registry.Classes(), func(string) string { return "" })
+	file, err := tools.ParsePolicyFile([]byte(policy), registry.Classes(), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := tools.DeclareCallerTools(registry, file); err != nil {
 		t.Fatal(err)
 	}
-	e.user("owner@example.com", auth.RoleMember)
-	ce := &callerEnv{env: e, agent: e.token("owner@example.com", auth.TokenAgent), other: e.token("owner@example.com", auth.TokenAgent),
+	owner := e.user("owner@example.com", auth.RoleMember)
+	ce := &callerEnv{env: e, owner: owner, agent: e.token("owner@example.com", auth.TokenAgent), other: e.token("owner@example.com", auth.TokenAgent),
 		user:    e.token("owner@example.com", auth.TokenUser),
 		sweeper: web.NewServices(e.pool, slog.New(slog.DiscardHandler), auth.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1}, registry).Proposals}
 	return ce
@@ -423,5 +431,255 @@ func TestCallerTools_OverMCPRequestPermissionThenReportOutcome(t *testing.T) {
 	res, text = callTool(t, held, "request_permission", map[string]any{"proposal_id": id, "rationale": "is the May invoice allowed now"})
 	if ok := structured(t, res); res.IsError || ok["execution_ticket"] == nil {
 		t.Fatalf("asked again: %v %s", ok, text)
+	}
+}
+
+// lookupOrder declares the agent's own read, sent with its calls.
+var lookupOrder = map[string]any{"description": "Look up an order in the shop's own database.", "effect": "read", "authority": "read",
+	"schema": map[string]any{"type": "object", "required": []any{"order"}, "additionalProperties": false,
+		"properties": map[string]any{"order": map[string]any{"type": "string"}}}}
+
+// declared proposes a call of the agent's own tool with its declaration.
+func (e *callerEnv) declared(calls, tool string, decl, args map[string]any, key string) (*http.Response, map[string]any) {
+	e.t.Helper()
+	body := map[string]any{"tool": tool, "arguments": args, "rationale": "the customer asked about their order", "declaration": decl}
+	if key != "" {
+		body["idempotency_key"] = key
+	}
+	return e.api("POST", calls, e.agent, body)
+}
+
+func TestCallerDeclarations_ADeclaredReadRunsAtOnceUnderItsDeclarationAndOneReportClosesIt(t *testing.T) {
+	t.Parallel()
+	e := newCallerEnv(t)
+	calls := e.conversation("approve") // a read runs at once in any mode
+
+	resp, p := e.declared(calls, "shop.lookup_order", lookupOrder, map[string]any{"order": "A-1"}, "")
+	if resp.StatusCode != http.StatusAccepted || p["status"] != "applying" || p["apply_path"] != "auto" || p["execution_ticket"] == nil ||
+		p["effect"] != "read" || p["authority"] != "read" || p["action_class"] != "read.context" || p["risk"] != "low" {
+		t.Fatalf("propose: %d %v", resp.StatusCode, p)
+	}
+	if d, _ := p["declaration"].(map[string]any); d["description"] != lookupOrder["description"] || d["effect"] != "read" {
+		t.Fatalf("the answer's declaration: %v", p["declaration"])
+	}
+	id := p["proposal_id"].(string)
+	// What was declared is kept with the call and in its audit row.
+	if n := e.count(`SELECT count(*) FROM audit_events WHERE action = 'proposal.created' AND subject_id = $1
+		AND data->'declaration'->>'description' = 'Look up an order in the shop''s own database.' AND data->>'action_class' = 'read.context'`, id); n != 1 {
+		t.Fatalf("audit: %d", n)
+	}
+	if _, g := e.api("GET", "/api/v1/proposals/"+id, e.agent, nil); g["execution_ticket"] != p["execution_ticket"] || g["declaration"] == nil {
+		t.Fatalf("GET: %v", g)
+	}
+	// The arguments fit the declared schema.
+	if resp, prob := e.declared(calls, "shop.lookup_order", lookupOrder, map[string]any{"order": 7}, ""); resp.StatusCode != http.StatusUnprocessableEntity ||
+		problemFields(prob) != "arguments.order" {
+		t.Fatalf("arguments against the declared schema: %d %v", resp.StatusCode, prob)
+	}
+	// A call without the declaration names no tool.
+	if resp, _ := e.api("POST", calls, e.agent, map[string]any{"tool": "shop.lookup_order", "arguments": map[string]any{"order": "A-1"},
+		"rationale": "the customer asked about their order"}); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("undeclared: %d", resp.StatusCode)
+	}
+
+	resp, done := e.report(e.agent, id, map[string]any{"ticket": p["execution_ticket"], "status": "succeeded", "result": map[string]any{"state": "shipped"},
+		"arguments": map[string]any{"order": "A-1"}})
+	if resp.StatusCode != http.StatusOK || done["status"] != "applied" || done["execution_ticket"] != nil {
+		t.Fatalf("report: %d %v", resp.StatusCode, done)
+	}
+	if n := e.count(`SELECT count(*) FROM receipts WHERE proposal_id = $1 AND kind = 'execution'`, id); n != 1 {
+		t.Fatalf("receipts: %d", n)
+	}
+	if resp, again := e.report(e.agent, id, map[string]any{"ticket": p["execution_ticket"], "status": "succeeded"}); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("a second report: %d %v", resp.StatusCode, again)
+	}
+}
+
+func TestCallerDeclarations_ADeclaredDestructiveCallWaitsForAPersonWhoSeesTheDeclaration(t *testing.T) {
+	t.Parallel()
+	e := newCallerEnv(t)
+	e.env.user("boss@example.com", auth.RoleApprover)
+	boss := e.token("boss@example.com", auth.TokenUser)
+	calls := e.conversation("auto") // auto applies changes, never a destructive call
+
+	drop := map[string]any{"description": "Delete a branch of the agent's git repository.", "effect": "destructive", "authority": "irreversible",
+		"schema": map[string]any{"type": "object", "required": []any{"branch"}, "properties": map[string]any{"branch": map[string]any{"type": "string"}}}}
+	args := map[string]any{"branch": "feature/old"}
+	// Irreversible: a key, as for any tool of the class.
+	if resp, prob := e.declared(calls, "git.delete_branch", drop, args, ""); resp.StatusCode != http.StatusBadRequest || problemFields(prob) != "idempotency_key" {
+		t.Fatalf("without a key: %d %v", resp.StatusCode, prob)
+	}
+	resp, p := e.declared(calls, "git.delete_branch", drop, args, "drop-feature-old-000001")
+	if resp.StatusCode != http.StatusAccepted || p["status"] != "pending_approval" || p["execution_ticket"] != nil || p["risk"] != "high" ||
+		p["action_class"] != "tool.call.local" || !strings.Contains(p["summary"].(string), "Delete a branch of the agent's git repository") {
+		t.Fatalf("propose: %d %v", resp.StatusCode, p)
+	}
+	id := p["proposal_id"].(string)
+	// A retry with the key gets the same call; another declaration under
+	// the key is another request.
+	if resp, again := e.declared(calls, "git.delete_branch", drop, args, "drop-feature-old-000001"); resp.Header.Get("Idempotent-Replayed") != "true" ||
+		again["proposal_id"] != id {
+		t.Fatalf("a retry: %d %v", resp.StatusCode, again)
+	}
+	other := map[string]any{"description": "Delete a branch.", "effect": "destructive", "authority": "irreversible"}
+	if resp, prob := e.declared(calls, "git.delete_branch", other, args, "drop-feature-old-000001"); resp.StatusCode != http.StatusUnprocessableEntity ||
+		problemFields(prob) != "idempotency_key" {
+		t.Fatalf("another declaration under the key: %d %v", resp.StatusCode, prob)
+	}
+
+	// The card shows what the caller declared.
+	resp, card := e.owner.get("/proposals/" + id + "/card")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(card, `data-testid="declaration"`) ||
+		!strings.Contains(html.UnescapeString(card), "Declared by its caller: Delete a branch of the agent's git repository. (effect destructive, authority irreversible)") {
+		t.Fatalf("card: %d\n%s", resp.StatusCode, card)
+	}
+
+	// An approver lets it run; the long-poll brings the ticket.
+	if status, out := adminJSON(t, e.env, "POST", "/admin/approvals/"+p["approval_id"].(string)+"/approve", boss, map[string]any{}); status != http.StatusOK {
+		t.Fatalf("approve: %d %v", status, out)
+	}
+	_, w := e.api("GET", "/api/v1/proposals/"+id+"?wait=10s", e.agent, nil)
+	if w["status"] != "applying" || w["apply_path"] != "approval" || w["execution_ticket"] == nil {
+		t.Fatalf("after the approval: %v", w)
+	}
+	resp, done := e.report(e.agent, id, map[string]any{"ticket": w["execution_ticket"], "status": "succeeded", "result_digest": strings.Repeat("0f", 32)})
+	if resp.StatusCode != http.StatusOK || done["status"] != "applied" {
+		t.Fatalf("report: %d %v", resp.StatusCode, done)
+	}
+	if n := e.count(`SELECT count(*) FROM audit_events WHERE action = 'proposal.applied' AND subject_id = $1 AND data->>'path' = 'approval'
+		AND data->>'reported_by' = 'caller'`, id); n != 1 {
+		t.Fatalf("audit: %d", n)
+	}
+}
+
+func TestCallerDeclarations_ADeclarationOnlyTightensThePolicyFile(t *testing.T) {
+	t.Parallel()
+	e := newCallerEnv(t)
+	calls := e.conversation("auto")
+	args := map[string]any{"invoice": "INV-8", "amount": 40}
+
+	for _, c := range []struct {
+		name, tool string
+		decl       map[string]any
+		status     int
+		fields     string
+	}{
+		{"a looser effect and authority", "app.send_invoice", map[string]any{"description": "Send an invoice.", "effect": "read", "authority": "read"}, 422,
+			"declaration.effect,declaration.authority"},
+		{"a looser class", "app.send_invoice", map[string]any{"description": "Send an invoice.", "effect": "mutate", "authority": "write-idempotent",
+			"action_class": "draft.compose"}, 422, "declaration.action_class"},
+		{"a built-in's name", "records.put", map[string]any{"description": "Put a record.", "effect": "mutate", "authority": "write-idempotent"}, 422, "tool"},
+		{"a built-in's group", "records.purge", map[string]any{"description": "Purge records.", "effect": "destructive", "authority": "irreversible"}, 422, "tool"},
+		{"an authority that does not fit", "app.note", map[string]any{"description": "Keep a note.", "effect": "read", "authority": "irreversible"}, 422, "declaration.authority"},
+		{"no description", "app.note", map[string]any{"description": " ", "effect": "read", "authority": "read"}, 422, "declaration.description"},
+		{"a bad effect", "app.note", map[string]any{"description": "Keep a note.", "effect": "write", "authority": "read"}, 422, "declaration.effect"},
+		{"an unknown class", "app.note", map[string]any{"description": "Keep a note.", "effect": "mutate", "authority": "write-idempotent", "action_class": "no.such"}, 422,
+			"declaration.action_class"},
+		{"a schema that is not one", "app.note", map[string]any{"description": "Keep a note.", "effect": "read", "authority": "read",
+			"schema": map[string]any{"type": "string"}}, 422, "declaration.schema"},
+		{"a schema that loads a file", "app.note", map[string]any{"description": "Keep a note.", "effect": "read", "authority": "read",
+			"schema": map[string]any{"type": "object", "$ref": "file:///etc/passwd"}}, 422, "declaration.schema"},
+		{"another name", "app.note", map[string]any{"name": "app.other", "description": "Keep a note.", "effect": "read", "authority": "read"}, 422, "declaration.name"},
+	} {
+		resp, prob := e.declared(calls, c.tool, c.decl, args, "")
+		if resp.StatusCode != c.status || problemFields(prob) != c.fields {
+			t.Errorf("%s: %d %v", c.name, resp.StatusCode, prob)
+		}
+	}
+	if n := e.count(`SELECT count(*) FROM proposals`); n != 0 {
+		t.Fatalf("a refused declaration recorded %d calls", n)
+	}
+
+	// A stricter one applies to the call: the file's write-idempotent
+	// mutate, declared write-non-idempotent and external, needs a key and
+	// keeps the file's schema too.
+	stricter := map[string]any{"description": "Send an invoice by email to the customer.", "effect": "mutate", "authority": "write-non-idempotent",
+		"action_class": "tool.call.external", "schema": map[string]any{"type": "object", "properties": map[string]any{"amount": map[string]any{"maximum": 100}}}}
+	if resp, prob := e.declared(calls, "app.send_invoice", stricter, map[string]any{"amount": 40}, "send-inv-8-0000000001"); resp.StatusCode != http.StatusUnprocessableEntity ||
+		problemFields(prob) != "arguments.invoice" {
+		t.Fatalf("the file's schema: %d %v", resp.StatusCode, prob)
+	}
+	if resp, prob := e.declared(calls, "app.send_invoice", stricter, map[string]any{"invoice": "INV-8", "amount": 400}, "send-inv-8-0000000002"); resp.StatusCode != http.StatusUnprocessableEntity ||
+		problemFields(prob) != "arguments.amount" {
+		t.Fatalf("the declared schema: %d %v", resp.StatusCode, prob)
+	}
+	if resp, prob := e.declared(calls, "app.send_invoice", stricter, args, ""); resp.StatusCode != http.StatusBadRequest || problemFields(prob) != "idempotency_key" {
+		t.Fatalf("the stricter class needs a key: %d %v", resp.StatusCode, prob)
+	}
+	resp, p := e.declared(calls, "app.send_invoice", stricter, args, "send-inv-8-0000000003")
+	if resp.StatusCode/100 != 2 || p["authority"] != "write-non-idempotent" || p["action_class"] != "tool.call.external" {
+		t.Fatalf("stricter: %d %v", resp.StatusCode, p)
+	}
+	// The same call without a declaration is the file's.
+	if resp, p := e.invoice(calls, "INV-9"); resp.StatusCode != http.StatusAccepted || p["authority"] != "write-idempotent" || p["declaration"] != nil {
+		t.Fatalf("the file's: %d %v", resp.StatusCode, p)
+	}
+}
+
+func TestCallerDeclarations_APolicyFileMayRefuseThem(t *testing.T) {
+	t.Parallel()
+	e := newCallerEnvPolicy(t, "caller_declarations: refuse\n"+callerPolicy)
+	calls := e.conversation("auto")
+	resp, prob := e.declared(calls, "shop.lookup_order", lookupOrder, map[string]any{"order": "A-1"}, "")
+	if resp.StatusCode != http.StatusForbidden || problemFields(prob) != "declaration" || !strings.Contains(prob["detail"].(string), "caller_declarations: refuse") {
+		t.Fatalf("refused: %d %v", resp.StatusCode, prob)
+	}
+	// The file's own caller tools stay.
+	if resp, p := e.invoice(calls, "INV-1"); resp.StatusCode != http.StatusAccepted || p["execution_ticket"] == nil {
+		t.Fatalf("a file's caller tool: %d %v", resp.StatusCode, p)
+	}
+}
+
+func TestCallerDeclarations_AnUnreportedDeclaredCallIsMarkedAfterItsExpiry(t *testing.T) {
+	t.Parallel()
+	e := newCallerEnvPolicy(t, "") // no caller tools in the file: only declared ones
+	calls := e.conversation("approve")
+	_, p := e.declared(calls, "shop.lookup_order", lookupOrder, map[string]any{"order": "A-2"}, "")
+	id := p["proposal_id"].(string)
+	if _, err := e.pool.Exec(t.Context(), "UPDATE proposals SET claimed_at = claimed_at - interval '6 minutes' WHERE id = $1", id); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := e.sweeper.MarkUnreported(t.Context(), time.Now())
+	if err != nil || len(ids) != 1 || ids[0].String() != id {
+		t.Fatalf("the sweep: %v %v", ids, err)
+	}
+	if n := e.count(`SELECT count(*) FROM evidence WHERE proposal_id = $1 AND label = 'violation'`, id); n != 1 {
+		t.Fatalf("evidence: %d", n)
+	}
+}
+
+func TestCallerDeclarations_OverMCPRequestPermissionCarriesTheDeclaration(t *testing.T) {
+	t.Parallel()
+	e := newCallerEnvPolicy(t, "")
+	calls := e.conversation("auto")
+	conv := strings.TrimSuffix(strings.TrimPrefix(calls, "/api/v1/conversations/"), "/tool-calls")
+	s := e.mustMCP(e.agent, "shop-agent", map[string]string{"Gatehouse-Conversation": conv})
+
+	// Offered without caller tools in the file: a caller may declare its own.
+	list, err := s.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range list.Tools {
+		names[tool.Name] = true
+	}
+	if !names["request_permission"] || !names["report_outcome"] {
+		t.Fatalf("tools: %v", names)
+	}
+	if res, text := callTool(t, s, "request_permission", map[string]any{"tool": "records.put", "arguments": map[string]any{},
+		"declaration": map[string]any{"description": "Put a record.", "effect": "mutate", "authority": "write-idempotent"},
+		"rationale":   "asking before writing a record"}); !res.IsError || !strings.Contains(text, "Gatehouse runs") {
+		t.Fatalf("a built-in's name: %s", text)
+	}
+	res, text := callTool(t, s, "request_permission", map[string]any{"tool": "shop.lookup_order", "arguments": map[string]any{"order": "A-3"},
+		"declaration": lookupOrder, "rationale": "the customer asked about their order"})
+	got := structured(t, res)
+	if res.IsError || got["execution_ticket"] == nil || !strings.Contains(text, "You may run shop.lookup_order") {
+		t.Fatalf("request_permission: %v %s", got, text)
+	}
+	if res, text := callTool(t, s, "report_outcome", map[string]any{"proposal_id": got["proposal_id"], "ticket": got["execution_ticket"],
+		"status": "failed", "error": "the shop database timed out", "rationale": "the lookup did not answer"}); res.IsError || structured(t, res)["status"] != "failed" {
+		t.Fatalf("report_outcome: %s", text)
 	}
 }

@@ -91,6 +91,9 @@ func (s *Server) renderAdmin(c echo.Context, status int, v views.AdminView) erro
 		v.Members[i] = views.Member{Email: m.Email, Role: string(m.Role), Since: m.Since.Format("2006-01-02"), ApproverRoles: m.ApproverRoles}
 	}
 	v.CanManageRoles = p.IsAdmin() && !p.IsAgent()
+	if v.Policy, err = s.policyStatus(c.Request().Context()); err != nil {
+		return err
+	}
 	return render(c, status, views.AdminPage(s.shell(c, "Admin", "admin"), v))
 }
 

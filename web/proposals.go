@@ -56,7 +56,7 @@ func (s *Server) applyProposal(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		tool, ok := s.props.Tool(cur.Tool)
+		tool, ok := s.props.ToolOf(cur)
 		if !ok {
 			return apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", cur.Tool)
 		}
@@ -125,7 +125,7 @@ func (s *Server) renderCard(c echo.Context, id uuid.UUID, p proposals.Proposal, 
 	}
 	card := s.toCard(c.Request().Context(), cur)
 	card.FormError = apperr.Message(err)
-	if tool, ok := s.props.Tool(cur.Tool); ok && code == apperr.EINVALID && hasArgumentFields(form) {
+	if tool, ok := s.props.ToolOf(cur); ok && code == apperr.EINVALID && hasArgumentFields(form) {
 		card.Fields = formFieldsFromInput(tool, form, err)
 	}
 	status := map[string]int{apperr.EINVALID: http.StatusUnprocessableEntity, apperr.ECONFLICT: http.StatusConflict, apperr.EFORBIDDEN: http.StatusForbidden}[code]
@@ -302,6 +302,7 @@ func (s *Server) cardOf(p proposals.Proposal, proposer, decider string) views.Pr
 		card.Summary, card.ApproverRole = p.Packet.Summary, p.Packet.ApproverRole
 	}
 	card.Decisions = decisionLines(p.Decision, p.EffectDecision)
+	card.Declared = declaredWords(p.Declaration)
 	if d := p.Decision; d != nil && (p.Status == proposals.StatusPending || p.Status == proposals.StatusPendingApproval) {
 		card.HumanOnly = d.State == policy.StateHumanOnly
 		for _, l := range d.Layers {
@@ -310,7 +311,7 @@ func (s *Server) cardOf(p proposals.Proposal, proposer, decider string) views.Pr
 			}
 		}
 	}
-	if tool, ok := s.props.Tool(p.Tool); ok && p.Status == proposals.StatusPending {
+	if tool, ok := s.props.ToolOf(p); ok && p.Status == proposals.StatusPending {
 		card.Fields = formFields(tool, args, nil)
 	}
 	return card

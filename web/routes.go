@@ -165,6 +165,7 @@ func (s *Server) routes() *echo.Echo {
 	e.GET("/admin/receipts/verifications/:id", s.receiptVerificationFragment, approver...)
 	e.POST("/admin/settings", s.saveSettings, approver...)
 	e.GET("/admin/settings/preview", s.settingsPreview, approver...)
+	e.GET("/admin/policy", s.policyPage, approver...)
 	e.GET("/admin/policy/replay", s.replayPage, approver...)
 	e.POST("/admin/policy/replay", s.runReplay, approver...)
 	e.POST("/admin/approver-roles", s.grantApproverRole, approver...)

@@ -29,6 +29,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/mcp"
 	"github.com/gatehouse/gatehouse/internal/notebooks"
 	"github.com/gatehouse/gatehouse/internal/notify"
+	"github.com/gatehouse/gatehouse/internal/policyfile"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/rollup"
@@ -97,9 +98,11 @@ type Server struct {
 	notified chan struct{}
 	// upstreams may be nil: no upstream is configured.
 	upstreams *mcp.Upstreams
-	sessions  *scs.SessionManager
-	stop      context.CancelFunc
-	stopped   chan struct{}
+	// policy is the policy file in force (nil: none is shown).
+	policy   *policyfile.Loader
+	sessions *scs.SessionManager
+	stop     context.CancelFunc
+	stopped  chan struct{}
 	// chained closes when the receipt sequencer has stopped.
 	chained chan struct{}
 	// verified closes when the receipt chain verifier has stopped.
@@ -136,6 +139,9 @@ type Services struct {
 	Registry *tools.Registry
 	// Upstreams are the MCP servers behind the gate (nil: none).
 	Upstreams *mcp.Upstreams
+	// Policy keeps the policy file in force (nil: /admin shows nothing of
+	// it).
+	Policy *policyfile.Loader
 }
 
 // NewServices builds every service on one pool, with the tool registry
@@ -188,7 +194,7 @@ func New(cfg Config, log *slog.Logger, pool *pgxpool.Pool, svc Services) (*Serve
 
 	s := &Server{
 		cfg: cfg, log: log, pool: pool, q: db.New(pool), auth: svc.Auth, convs: svc.Conversations, nbs: svc.Notebooks, settings: svc.Settings, feedback: svc.Feedback, intent: svc.Intent, props: svc.Proposals, trust: svc.Trust,
-		registry: svc.Registry, upstreams: svc.Upstreams,
+		registry: svc.Registry, upstreams: svc.Upstreams, policy: svc.Policy,
 		sessions: sm, metrics: prometheus.NewRegistry(), api: spec, stopped: make(chan struct{}), chained: make(chan struct{}), verified: make(chan struct{}),
 		receipts: svc.Receipts,
 	}

@@ -23,7 +23,7 @@ func (s *Server) settingsPage(c echo.Context) error {
 	}
 	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: st.AutoApproveHighRisk, ConfirmRunsHighRisk: st.ConfirmRunsHighRisk, InternalDomains: strings.Join(st.InternalDomains, "\n"),
 		WebhookAllowlist: strings.Join(st.WebhookAllowlist, "\n"), RationaleMinLength: strconv.Itoa(st.RationaleMinLength), Saved: c.QueryParam("saved") == "1",
-		RationaleMode: st.RationaleMode}
+		RationaleMode: st.RationaleMode, Pinned: s.settings.Pinned(), PolicyFile: s.policyFilePath()}
 	if r := st.Approvals; r != nil {
 		v.EscalateAfterMinutes, v.EscalateToRole, v.ApprovalQuorums = strconv.Itoa(r.EscalateAfterMinutes), r.EscalateToRole, settings.QuorumsText(r.Quorums)
 	}
@@ -98,14 +98,25 @@ func (s *Server) saveSettings(c echo.Context) error {
 	}
 	v := views.SettingsView{WorkspaceID: principal(c).WorkspaceID.String(), AutoApproveHighRisk: next.AutoApproveHighRisk, ConfirmRunsHighRisk: next.ConfirmRunsHighRisk, InternalDomains: internal, WebhookAllowlist: webhook, RationaleMinLength: minLen,
 		RationaleMode: next.RationaleMode, RationaleWarnUntil: until, Error: "Nothing was saved; fix the fields below.", Fields: map[string]string{},
-		EscalateAfterMinutes: after, EscalateToRole: to, ApprovalQuorums: quorums}
+		EscalateAfterMinutes: after, EscalateToRole: to, ApprovalQuorums: quorums, Pinned: s.settings.Pinned(), PolicyFile: s.policyFilePath()}
 	for _, e := range errs {
 		var ae *apperr.Error
 		if errors.As(e, &ae) {
 			for _, f := range ae.Fields {
 				v.Fields[f.Field] = f.Message
 			}
+			if strings.HasPrefix(ae.Message, "Nothing was saved:") {
+				v.Error = ae.Message // a pinned setting: say which, and where it is set
+			}
 		}
 	}
 	return render(c, http.StatusUnprocessableEntity, views.SettingsPage(s.shell(c, "Settings", "admin"), v))
+}
+
+// policyFilePath is the policy file this instance loads ("" : none).
+func (s *Server) policyFilePath() string {
+	if s.policy == nil {
+		return ""
+	}
+	return s.policy.Status().Path
 }

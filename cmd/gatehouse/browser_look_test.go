@@ -254,6 +254,8 @@ func (d lookSeed) pages() []struct{ name, path, ready string } {
 		{"notifications", "/settings/notifications", "[data-testid=notification-settings]"},
 		{"trust", "/trust", "main"},
 		{"settings", "/admin/settings", "main"},
+		{"admin", "/admin", "[data-testid=policy-status]"},
+		{"policy", "/admin/policy", "[data-testid=shadow-rules]"},
 		{"receipts", "/admin/receipts", "main"},
 		{"audit", "/audit?object=" + d.del, "main"},
 		{"404", "/no/such/page", "[data-testid=not-found]"},

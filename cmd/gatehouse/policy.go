@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/internal/apperr"
+	"github.com/gatehouse/gatehouse/internal/policyfile"
 	"github.com/gatehouse/gatehouse/internal/replay"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
@@ -89,23 +90,36 @@ func policyCheckCommand(args []string, getenv func(string) string, stdout, stder
 	if err != nil {
 		return err
 	}
-	f, err := tools.LoadPolicyFile(file, registry.Classes(), cfg.Getenv)
-	if err == nil {
-		// The built-in tools' overrides are checked as the server applies them.
-		err = tools.ApplyOverrides(registry, f)
-	}
-	if err == nil {
-		err = tools.DeclareCallerTools(registry, f)
-	}
+	// Read and checked exactly as the server loads it at start and on a
+	// reload: the built-in tools' overrides and the caller tools as
+	// declarations, the upstreams' names.
+	f, _, err := policyfile.Read(file, registry, cfg.Getenv)
 	if err != nil {
 		// The loader's errors name the file and each its line.
 		return errors.New(strings.Join(replay.FileErrors(err), "\n"))
 	}
-	overrides := len(f.Tools)
+	overrides, shadows := len(f.Tools), 0
+	for _, o := range f.Tools {
+		if o.Shadow() {
+			shadows++
+		}
+	}
 	for _, u := range f.Upstreams {
 		overrides += len(u.Tools)
+		for _, o := range u.Tools {
+			if o.Shadow() {
+				shadows++
+			}
+		}
 	}
-	fmt.Fprintf(stdout, "ok: %s declares %s and %s\n", file, plural(len(f.Upstreams), "upstream"), plural(overrides, "tool override"))
+	fmt.Fprintf(stdout, "ok: %s declares %s and %s", file, plural(len(f.Upstreams), "upstream"), plural(overrides, "tool override"))
+	if shadows > 0 {
+		fmt.Fprintf(stdout, " (%d in shadow mode: evaluated on live calls, not enforced)", shadows)
+	}
+	if len(f.Settings.Names()) > 0 {
+		fmt.Fprintf(stdout, "; %s", f.Settings)
+	}
+	fmt.Fprintln(stdout)
 	return nil
 }
 

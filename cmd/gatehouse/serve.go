@@ -11,13 +11,16 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime/debug"
+	"syscall"
 	"time"
 
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/chat"
 	"github.com/gatehouse/gatehouse/internal/mcp"
+	"github.com/gatehouse/gatehouse/internal/policyfile"
 	"github.com/gatehouse/gatehouse/internal/receipts"
 	"github.com/gatehouse/gatehouse/internal/telemetry"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -59,17 +62,18 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// A bad policy file stops the server too, naming the line.
+	// A bad policy file stops the server too, naming the line (a reload
+	// keeps the last good one instead: internal/policyfile).
 	var policyFile *tools.PolicyFile
+	var policyBytes []byte
 	if cfg.PolicyFile != "" {
-		if policyFile, err = tools.LoadPolicyFile(cfg.PolicyFile, registry.Classes(), cfg.Getenv); err != nil {
+		if policyFile, policyBytes, err = policyfile.Read(cfg.PolicyFile, registry, cfg.Getenv); err != nil {
 			return err
 		}
-		if err = tools.ApplyOverrides(registry, policyFile); err != nil {
-			return err // the built-in tools' overrides, checked as declarations
-		}
-		if err = tools.DeclareCallerTools(registry, policyFile); err != nil {
-			return err // the tools callers run themselves
+		// The built-in tools' overrides and the caller tools, checked as
+		// declarations; the upstreams' tools join as they are listed.
+		if err = registry.ReplacePolicy(policyFile, nil); err != nil {
+			return err
 		}
 	}
 	database, err := openDatabase(ctx, cfg, log)
@@ -130,6 +134,39 @@ func serve(ctx context.Context, cfg Config, stderr io.Writer) error {
 	}
 	recordPolicy()
 	registry.OnChange(func() { go recordPolicy() })
+
+	// The file's workspace settings: the pinned ones written, the others
+	// when the file introduces or changes them (a file without settings
+	// pins nothing).
+	var fileSettings tools.FileSettings
+	if policyFile != nil {
+		fileSettings = policyFile.Settings
+	}
+	if err := svc.Settings.ApplyFile(ctx, fileSettings); err != nil {
+		return err
+	}
+	// The policy file is reloaded on SIGHUP and when it changes; each
+	// instance reports what it has in force (policy_instances) for /admin.
+	loader := policyfile.New(policyfile.Config{Path: cfg.PolicyFile, Getenv: cfg.Getenv, Registry: registry, Upstreams: upstreams,
+		Settings: svc.Settings, Pool: pool, Log: log}, policyFile, policyBytes)
+	svc.Policy = loader
+	loaderCtx, stopLoader := context.WithCancel(ctx)
+	loaderDone := make(chan struct{})
+	go func() { defer close(loaderDone); loader.Run(loaderCtx) }()
+	defer func() { stopLoader(); <-loaderDone }()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-loaderCtx.Done():
+				return
+			case <-hup:
+				_ = loader.Reload(loaderCtx, "SIGHUP") // logged, and shown on /admin
+			}
+		}
+	}()
 
 	if cfg.LLM.Model != "" {
 		log.Info("chat with a model", "llm", cfg.LLM)

@@ -12,8 +12,10 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/policy"
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/strictjson"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // Caller-executed tools over MCP (docs/caller-tools.md): an agent whose
@@ -33,8 +35,9 @@ func requestPermissionTool() *sdk.Tool {
 	return &sdk.Tool{
 		Name:  RequestPermissionTool,
 		Title: "Request permission to run one of your own tools",
-		Description: "Ask Gatehouse whether you may run a call of a tool that you run yourself (a caller tool of this workspace's policy file; " +
-			"Gatehouse's own tools are called directly instead). The call is decided like any call: it may run at once, wait for the owner's " +
+		Description: "Ask Gatehouse whether you may run a call of a tool that you run yourself (a caller tool of this workspace's policy file, " +
+			"or your own tool that you declare with the call: its description, effect and authority; Gatehouse's own tools are called directly " +
+			"instead). The call is decided like any call: it may run at once, wait for the owner's " +
 			"confirmation or an approver, or be refused. When it may run, the answer carries an execution_ticket: run the tool yourself, once, " +
 			"with exactly these arguments, then call report_outcome with the ticket before it expires. When it waits, call request_permission " +
 			"again later with only its proposal_id (and a rationale) to learn whether you may run it.",
@@ -44,6 +47,7 @@ func requestPermissionTool() *sdk.Tool {
 				"arguments": map[string]any{"type": "object", "description": "The arguments you will run it with."},
 				"proposal_id": map[string]any{"type": "string", "format": "uuid",
 					"description": "Instead of tool and arguments: an earlier request that waited; the answer is its state, with its ticket once it may run."},
+				"declaration": declarationSchema(),
 				argIdempotencyKey: map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$",
 					"description": "Required by tools whose calls must not run twice: a key you make up for this call, sent again only to retry it."},
 				argRationale: rationaleSchema(),
@@ -92,11 +96,12 @@ func (s *session) requestPermission(ctx context.Context, req *sdk.CallToolReques
 		return nil, fmt.Errorf("gatehouse: the request carries no principal")
 	}
 	var in struct {
-		Tool           string          `json:"tool"`
-		Arguments      json.RawMessage `json:"arguments"`
-		ProposalID     string          `json:"proposal_id"`
-		IdempotencyKey string          `json:"idempotency_key"`
-		Rationale      string          `json:"rationale"`
+		Tool           string                   `json:"tool"`
+		Arguments      json.RawMessage          `json:"arguments"`
+		ProposalID     string                   `json:"proposal_id"`
+		IdempotencyKey string                   `json:"idempotency_key"`
+		Rationale      string                   `json:"rationale"`
+		Declaration    *tools.CallerDeclaration `json:"declaration"`
 	}
 	if err := strictjson.Decode(req.Params.Arguments, &in, strictjson.Limits{}, true); err != nil {
 		return toolError("Nothing was requested: pass tool, arguments and rationale (or proposal_id and rationale).", nil), nil
@@ -117,8 +122,15 @@ func (s *session) requestPermission(ctx context.Context, req *sdk.CallToolReques
 		return s.permission(prop), nil
 	}
 	tool, ok := s.g.registry.Get(in.Tool)
+	if in.Declaration != nil {
+		declared, _, err := s.g.registry.DeclaredTool(in.Tool, *in.Declaration)
+		if err != nil {
+			return s.refused(err), nil
+		}
+		tool, ok = declared, true
+	}
 	if !ok {
-		return toolError(fmt.Sprintf("No tool is named %q; request_permission is for the caller tools this workspace declares.", in.Tool), nil), nil
+		return toolError(fmt.Sprintf("No tool is named %q; request_permission is for the caller tools this workspace declares, or for your own tool declared with the call (declaration).", in.Tool), nil), nil
 	}
 	if !tool.Caller {
 		return toolError(fmt.Sprintf("%s is run by Gatehouse, not by you: call it directly as a tool of this server (no permission to ask).", tool.Name),
@@ -133,7 +145,7 @@ func (s *session) requestPermission(ctx context.Context, req *sdk.CallToolReques
 	if err != nil {
 		return nil, err
 	}
-	call := proposals.Input{Tool: tool.Name, Arguments: in.Arguments, Rationale: rationale, IdempotencyKey: in.IdempotencyKey}
+	call := proposals.Input{Tool: tool.Name, Arguments: in.Arguments, Rationale: rationale, IdempotencyKey: in.IdempotencyKey, Declaration: in.Declaration}
 	prop, err := s.proposeCaller(ctx, p, scope, call)
 	if err != nil {
 		return s.refused(err), nil
@@ -151,11 +163,15 @@ func (s *session) proposeCaller(ctx context.Context, p auth.Principal, scope pro
 	if _, err := proposals.ParseIdempotencyKey(in.IdempotencyKey); err != nil {
 		return proposals.Proposal{}, err
 	}
-	hash, err := proposals.RequestHash(map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool, "arguments": in.Arguments, "rationale": in.Rationale})
+	request := map[string]any{"scope": scope.Kind, "scope_id": scope.ID, "tool": in.Tool, "arguments": in.Arguments, "rationale": in.Rationale}
+	if in.Declaration != nil {
+		request["declaration"] = in.Declaration
+	}
+	hash, err := proposals.RequestHash(request)
 	if err != nil {
 		return proposals.Proposal{}, err
 	}
-	begun, err := s.g.props.BeginIdempotent(ctx, p, scope, in.Tool, in.IdempotencyKey, hash)
+	begun, err := s.g.props.BeginIdempotentCall(ctx, p, scope, in, hash)
 	if err != nil {
 		return proposals.Proposal{}, err
 	}
@@ -255,6 +271,40 @@ func (s *session) reportOutcome(ctx context.Context, req *sdk.CallToolRequest) (
 		map[string]any{"proposal_id": prop.ID.String(), "status": prop.Status, "tool": prop.Tool}), nil
 }
 
-// hasCallerTools reports whether the registry declares caller tools: the
-// two tools are listed only then.
-func (g *Gateway) hasCallerTools() bool { return len(g.registry.CallerTools()) > 0 }
+// offersCallerTools reports whether a session is offered
+// request_permission and report_outcome: the policy file declares caller
+// tools, or callers may declare their own and the token may call one (it
+// is not scoped to tools Gatehouse runs only).
+func (g *Gateway) offersCallerTools(scope *policy.TokenScope) bool {
+	if len(g.registry.CallerTools()) > 0 {
+		return true
+	}
+	if g.registry.DeclarationsRefused() {
+		return false
+	}
+	if scope == nil || len(scope.Tools) == 0 {
+		return true
+	}
+	for _, name := range scope.Tools {
+		if g.registry.MayDeclare(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// declarationSchema is request_permission's declaration argument: the
+// caller's own tool, declared with the call.
+func declarationSchema() map[string]any {
+	return map[string]any{"type": "object", "additionalProperties": false, "required": []any{"description", "effect", "authority"},
+		"description": "Your own tool, declared with the call when the policy file does not declare it (it can only tighten what the file says of a tool of that name).",
+		"properties": map[string]any{
+			"name":        map[string]any{"type": "string", "description": "The tool's name again (optional): it must be tool."},
+			"description": map[string]any{"type": "string", "maxLength": 1000, "description": "What the tool does, for the person who may be asked."},
+			"effect":      map[string]any{"type": "string", "enum": []any{"read", "mutate", "destructive"}},
+			"authority": map[string]any{"type": "string", "enum": []any{"read", "write-idempotent", "write-non-idempotent", "irreversible"},
+				"description": "read for a read; write-idempotent or write-non-idempotent for a change; write-non-idempotent or irreversible for a destructive one."},
+			"action_class": map[string]any{"type": "string", "description": "A registered action class (read.context for a read, tool.call.local for a change by default)."},
+			"schema":       map[string]any{"type": "object", "description": "The JSON Schema of the arguments (type: object)."},
+		}}
+}

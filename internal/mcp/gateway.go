@@ -12,12 +12,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/gatehouse/gatehouse/db"
@@ -89,6 +91,13 @@ type Gateway struct {
 	liveMu   sync.Mutex
 	live     map[string]*session
 	takingUp map[string]*sync.Mutex
+	// sdkOnly sends every request to the SDK, tools/call included
+	// (SetDirectCalls); direct counts the calls answered directly.
+	sdkOnly atomic.Bool
+	direct  atomic.Int64
+	// idleAfter is the session timeout (Options.SessionTimeout, or what
+	// SetSessionTimeout made it), in nanoseconds.
+	idleAfter atomic.Int64
 }
 
 // NewGateway builds the endpoint. upstreams may be nil (no upstream
@@ -102,6 +111,7 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	}
 	g := &Gateway{props: props, registry: registry, convs: convs, upstreams: upstreams, log: log, opts: opts, live: map[string]*session{}, takingUp: map[string]*sync.Mutex{},
 		bindings: bindings{m: map[string]uuid.UUID{}}}
+	g.idleAfter.Store(int64(opts.SessionTimeout))
 	if opts.Queries != nil {
 		g.cursorKey = cursor.NewKey(opts.Queries)
 	}
@@ -114,8 +124,12 @@ func NewGateway(props *proposals.Service, registry *tools.Registry, convs *conve
 	}
 	g.base = sdk.NewServer(g.implementation(), &sdk.ServerOptions{HasTools: true, HasResources: true})
 	streamable := sdk.NewStreamableHTTPHandler(g.serverFor, &sdk.StreamableHTTPOptions{
-		Logger:         log,
-		SessionTimeout: opts.SessionTimeout,
+		Logger: log,
+		// No SessionTimeout: the gateway closes idle sessions itself
+		// (session.idle), since it answers some requests without the SDK
+		// (direct.go), which would count a session used only by them as
+		// idle.
+		//
 		// The SDK refuses a request to a loopback listener whose Host is
 		// not loopback, which would refuse every request through a reverse
 		// proxy in front of 127.0.0.1:8080. DNS rebinding is refused by the
@@ -154,11 +168,51 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.statelessHandler.ServeHTTP(w, r)
 		return
 	}
-	if id := r.Header.Get(sessionIDHeader); id != "" && g.takeUp(w, r, id) {
-		return
+	if id := r.Header.Get(sessionIDHeader); id != "" {
+		if g.takeUp(w, r, id) {
+			return
+		}
+		if s := g.heldFor(r, id); s != nil && r.Method == http.MethodPost {
+			s.idle.startPOST()
+			defer s.idle.endPOST()
+			if !g.sdkOnly.Load() && g.serveDirect(w, r, s) {
+				g.direct.Add(1)
+				return
+			}
+		}
 	}
 	g.handler.ServeHTTP(w, r)
 }
+
+// heldFor is the session id as this instance holds it, when r's token is
+// the one that opened it (nil otherwise: the SDK answers 404 or 403).
+func (g *Gateway) heldFor(r *http.Request, id string) *session {
+	c := connectionOf(r.Context())
+	g.liveMu.Lock()
+	s := g.live[id]
+	g.liveMu.Unlock()
+	if s == nil || c == nil || c.Principal.TokenID == uuid.Nil || s.tokenOf() != c.Principal.TokenID {
+		return nil
+	}
+	return s
+}
+
+// SetDirectCalls turns direct calls (direct.go) on, as they are by
+// default, or off: every request then goes to the SDK. Tests compare the
+// two answers.
+func (g *Gateway) SetDirectCalls(on bool) { g.sdkOnly.Store(!on) }
+
+// DirectCalls counts the tools/call requests this instance answered
+// without the SDK.
+func (g *Gateway) DirectCalls() int64 { return g.direct.Load() }
+
+// SetSessionTimeout sets how long a session may stay idle before it is
+// closed, for the sessions opened or taken up from now on; tests shorten
+// it.
+func (g *Gateway) SetSessionTimeout(d time.Duration) { g.idleAfter.Store(int64(d)) }
+
+// sessionTimeout is how long a session may stay idle.
+func (g *Gateway) sessionTimeout() time.Duration { return time.Duration(g.idleAfter.Load()) }
 
 // Connection is what the web layer learned of a request before the SDK
 // sees it: who sent it (authenticated by its bearer token), the scope it
@@ -260,6 +314,17 @@ type session struct {
 	client  string
 	ss      *sdk.ServerSession
 	touched time.Time // when this instance last wrote the row's seen_at
+	// token is the token that opened the session, protocol the revision
+	// it negotiated; closed is set once the session is ending, and ctx
+	// ends with it. calls cancel the direct calls in flight, by request
+	// id; idle closes the session left idle (direct.go).
+	token    uuid.UUID
+	protocol string
+	closed   bool
+	ctx      context.Context
+	end      context.CancelFunc
+	calls    map[jsonrpc.ID]context.CancelFunc
+	idle     idleTimer
 	// shown is each registry tool the session lists, by name: the
 	// definition it was shown (JSON); sheets each cheatsheet it lists, by
 	// URI: the ETag of the content it was shown.
@@ -272,7 +337,8 @@ type session struct {
 // cheatsheets as resources.
 func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 	sess := &session{g: g, id: newSessionID(), origin: c.Origin, chosen: c.Scope, planned: uuid.New(), stateless: c.stateless,
-		tokenScope: c.Principal.TokenScope, shown: map[string]string{}, sheets: map[string]string{}}
+		tokenScope: c.Principal.TokenScope, shown: map[string]string{}, sheets: map[string]string{}, calls: map[jsonrpc.ID]context.CancelFunc{}}
+	sess.ctx, sess.end = context.WithCancel(context.Background())
 	if c.stored != nil {
 		sess.restore(c.stored)
 	}
@@ -289,10 +355,10 @@ func (g *Gateway) newSessionServer(c *Connection) *sdk.Server {
 		UnsubscribeHandler: unsubscribe,
 	})
 	sess.srv = srv
-	srv.AddReceivingMiddleware(sess.bindOnInitialize, sess.trackListening)
+	srv.AddReceivingMiddleware(sess.bindOnInitialize, sess.trackListening, sess.cancelDirect)
 	sess.sync()
 	srv.AddTool(checkProposalTool(), sess.checkProposal)
-	if g.hasCallerTools() {
+	if g.offersCallerTools(c.Principal.TokenScope) {
 		srv.AddTool(requestPermissionTool(), sess.requestPermission)
 		srv.AddTool(reportOutcomeTool(), sess.reportOutcome)
 	}
@@ -355,6 +421,11 @@ func (s *session) bindOnInitialize(next sdk.MethodHandler) sdk.MethodHandler {
 			go ss.Close()
 			return nil, err
 		}
+		if p, ok := principalOf(req.GetExtra()); ok && ir != nil {
+			s.mu.Lock()
+			s.token, s.protocol = p.TokenID, ir.ProtocolVersion
+			s.mu.Unlock()
+		}
 		s.g.track(s, ss)
 		return res, nil
 	}
@@ -372,7 +443,8 @@ func (s *session) trackListening(next sdk.MethodHandler) sdk.MethodHandler {
 	}
 }
 
-// track keeps s among the open sessions until ss ends.
+// track keeps s among the open sessions until ss ends, and closes it once
+// it has been idle for the session timeout.
 func (g *Gateway) track(s *session, ss *sdk.ServerSession) {
 	s.mu.Lock()
 	s.ss = ss
@@ -380,8 +452,16 @@ func (g *Gateway) track(s *session, ss *sdk.ServerSession) {
 	g.liveMu.Lock()
 	g.live[s.id] = s
 	g.liveMu.Unlock()
+	if !s.stateless {
+		s.idle.start(g.sessionTimeout(), s.close)
+	}
 	go func() {
 		ss.Wait()
+		s.idle.stop()
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.end()
 		g.liveMu.Lock()
 		if g.live[s.id] == s {
 			delete(g.live, s.id)

@@ -47,8 +47,14 @@ const sessionIDHeader = "Mcp-Session-Id"
 const SessionClosedEvent = "mcp:closed:"
 
 // touchEvery is how often an instance writes a session's seen_at while
-// the session is used.
+// the session is used (more often under a session timeout shorter than
+// two of it: touchInterval).
 const touchEvery = time.Minute
+
+// touchInterval is how often an instance writes a session's seen_at: at
+// most once a minute, and at least twice per session timeout, so that a
+// session in use never looks idle to the other instances.
+func (g *Gateway) touchInterval() time.Duration { return min(touchEvery, g.sessionTimeout()/2) }
 
 // newSessionID draws a session id: 128 random bits (the spec asks for a
 // globally unique, cryptographically secure id).
@@ -57,6 +63,7 @@ func newSessionID() string { return rand.Text() }
 // restore makes s the session its row describes.
 func (s *session) restore(row *db.McpSession) {
 	s.id, s.stored, s.client, s.touched = row.ID, true, row.ClientName, time.Now()
+	s.token, s.protocol = row.TokenID, row.ProtocolVersion
 	switch {
 	case row.Planned:
 		s.planned, s.chosen = row.ConversationID.UUID, nil
@@ -136,11 +143,15 @@ func (g *Gateway) takeUp(w http.ResponseWriter, r *http.Request, id string) bool
 		return true
 	}
 	if held != nil {
-		held.touch(ctx, p.WorkspaceID)
+		if !held.touch(ctx, p.WorkspaceID) {
+			// Closed on another instance, and its notification missed:
+			// the SDK answers 404 once the copy is gone.
+			held.close()
+		}
 		return false
 	}
 	row, err := q.GetLiveMCPSession(ctx, db.GetLiveMCPSessionParams{WorkspaceID: p.WorkspaceID, ID: id, TokenID: p.TokenID,
-		IdleSince: time.Now().Add(-g.opts.SessionTimeout)})
+		IdleSince: time.Now().Add(-g.sessionTimeout())})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false // the SDK answers 404: the client starts a new session
 	}
@@ -212,20 +223,25 @@ func (g *Gateway) adopt(r *http.Request, c *Connection, row *db.McpSession) erro
 }
 
 // touch writes the session's seen_at, at most once a minute per instance,
-// so that the other instances know it is in use.
-func (s *session) touch(ctx context.Context, workspaceID uuid.UUID) {
+// so that the other instances know it is in use. It reports false when
+// the row says the session is closed: a DELETE on another instance whose
+// notification this one missed is seen here within a minute.
+func (s *session) touch(ctx context.Context, workspaceID uuid.UUID) bool {
 	s.mu.Lock()
-	due := time.Since(s.touched) >= touchEvery
+	due := time.Since(s.touched) >= s.g.touchInterval()
 	if due {
 		s.touched = time.Now()
 	}
 	s.mu.Unlock()
 	if !due {
-		return
+		return true
 	}
-	if err := s.g.opts.Queries.TouchMCPSession(ctx, db.TouchMCPSessionParams{WorkspaceID: workspaceID, ID: s.id}); err != nil {
+	n, err := s.g.opts.Queries.TouchMCPSession(ctx, db.TouchMCPSessionParams{WorkspaceID: workspaceID, ID: s.id})
+	if err != nil {
 		s.g.log.Warn("mcp: mark a session used", "err", err)
+		return true
 	}
+	return n > 0
 }
 
 // Forget closes this instance's copy of a session that its client ended
@@ -234,11 +250,17 @@ func (g *Gateway) Forget(id string) {
 	g.liveMu.Lock()
 	s := g.live[id]
 	g.liveMu.Unlock()
-	if s == nil {
-		return
+	if s != nil {
+		s.close()
 	}
+}
+
+// close ends this instance's copy of the session: from now on no request
+// is answered in it (a direct call included), and the SDK closes it.
+func (s *session) close() {
 	s.mu.Lock()
 	ss := s.ss
+	s.closed = true
 	s.mu.Unlock()
 	if ss != nil {
 		ss.Close()

@@ -57,7 +57,11 @@ type DiffLine struct {
 
 // Status is every upstream and its tools, for the admin pages.
 func (u *Upstreams) Status(ctx context.Context) ([]UpstreamStatus, error) {
-	if u == nil || len(u.list) == 0 {
+	if u == nil {
+		return nil, nil
+	}
+	list := u.all()
+	if len(list) == 0 {
 		return nil, nil
 	}
 	rows, err := u.q.ListUpstreamTools(ctx)
@@ -69,7 +73,7 @@ func (u *Upstreams) Status(ctx context.Context) ([]UpstreamStatus, error) {
 		pins[key(r.Upstream, r.Name)] = r
 	}
 	var out []UpstreamStatus
-	for _, up := range u.list {
+	for _, up := range list {
 		st := UpstreamStatus{Name: up.cfg.Name, Endpoint: up.cfg.Endpoint(), Transport: "http", HeaderNames: up.cfg.HeaderNames(), Timeout: up.cfg.Timeout}
 		if up.cfg.URL == "" {
 			st.Transport = "stdio"

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -49,8 +50,16 @@ type Upstreams struct {
 	// does with upstreams (a tool seen, held, accepted by the file).
 	ws      uuid.UUID
 	version string
-	list    []*upstream
-	byName  map[string]*upstream
+	// cfgMu guards list and byName, which a reload of the policy file
+	// replaces (Reconfigure); reconfMu serialises the reloads.
+	cfgMu    sync.RWMutex
+	list     []*upstream
+	byName   map[string]*upstream
+	reconfMu sync.Mutex
+	// retired are upstreams a reload replaced or removed, whose sessions
+	// close once the calls on them have had their time (Close closes them
+	// at once).
+	retired []*upstream
 	// progress routes an upstream's notifications/progress to the agent's
 	// request it belongs to: Forward's token → the request's sink.
 	progress sync.Map
@@ -97,7 +106,7 @@ func (u *Upstreams) ReloadPins(ctx context.Context) error {
 	}
 	u.mu.Unlock()
 	for _, name := range slices.Sorted(maps.Keys(changed)) {
-		if up, ok := u.byName[name]; ok {
+		if up, ok := u.named(name); ok {
 			if err := u.declare(up); err != nil {
 				return err
 			}
@@ -120,9 +129,15 @@ func pinOf(row db.UpstreamTool) pin {
 	return pin{hash: row.AcceptedHash.String, def: row.AcceptedDefinition}
 }
 
-// upstream is one server: its client session and its last listing.
+// upstream is one server: its client session and its last listing. Its
+// configuration never changes: a reload that changes it replaces the
+// upstream with a new one (Reconfigure) and retires this one.
 type upstream struct {
 	cfg tools.UpstreamConfig
+	// retired is set (with declMu held) once a reload replaced or removed
+	// the upstream: it declares nothing any more, lists nothing, and
+	// opens no new session; calls already on its session finish.
+	retired atomic.Bool
 
 	connMu sync.Mutex
 	sess   *sdk.ClientSession
@@ -220,14 +235,37 @@ func (u *Upstreams) Close() {
 	u.bgMu.Unlock()
 	u.stop()
 	u.relists.Wait()
-	for _, up := range u.list {
-		up.connMu.Lock()
-		if up.sess != nil {
-			up.sess.Close()
-			up.sess = nil
-		}
-		up.connMu.Unlock()
+	u.bgMu.Lock()
+	retired := u.retired
+	u.bgMu.Unlock()
+	for _, up := range append(u.all(), retired...) {
+		up.closeSession()
 	}
+}
+
+// closeSession ends the upstream's session, if it has one.
+func (up *upstream) closeSession() {
+	up.connMu.Lock()
+	defer up.connMu.Unlock()
+	if up.sess != nil {
+		up.sess.Close()
+		up.sess = nil
+	}
+}
+
+// named is the upstream of that name in force.
+func (u *Upstreams) named(name string) (*upstream, bool) {
+	u.cfgMu.RLock()
+	defer u.cfgMu.RUnlock()
+	up, ok := u.byName[name]
+	return up, ok
+}
+
+// all are the upstreams in force, in the file's order.
+func (u *Upstreams) all() []*upstream {
+	u.cfgMu.RLock()
+	defer u.cfgMu.RUnlock()
+	return slices.Clone(u.list)
 }
 
 // headerTransport sends an upstream's configured headers with every
@@ -258,6 +296,10 @@ func (u *Upstreams) session(ctx context.Context, up *upstream) (*sdk.ClientSessi
 	defer up.connMu.Unlock()
 	if up.sess != nil {
 		return up.sess, nil
+	}
+	if up.retired.Load() {
+		// A reload replaced it: its calls go to the upstream in force.
+		return nil, errors.New("the upstream was reconfigured by a reload of the policy file")
 	}
 	var t sdk.Transport
 	if up.cfg.URL != "" {
@@ -302,7 +344,7 @@ func (u *Upstreams) session(ctx context.Context, up *upstream) (*sdk.ClientSessi
 func (u *Upstreams) relistSoon(up *upstream) {
 	u.bgMu.Lock()
 	defer u.bgMu.Unlock()
-	if u.closed {
+	if u.closed || up.retired.Load() {
 		return
 	}
 	up.mu.Lock()
@@ -317,7 +359,7 @@ func (u *Upstreams) relistSoon(up *upstream) {
 		defer u.relists.Done()
 		for {
 			up.mu.Lock()
-			if up.changes == up.listedAs || u.bg.Err() != nil {
+			if up.changes == up.listedAs || u.bg.Err() != nil || up.retired.Load() {
 				up.relisting = false
 				up.mu.Unlock()
 				return
@@ -374,7 +416,7 @@ func (u *Upstreams) Refresh(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
-	for _, up := range u.list {
+	for _, up := range u.all() {
 		wg.Go(func() {
 			if err := u.refresh(ctx, up, "start"); err != nil {
 				u.log.Warn("upstream unavailable", "upstream", up.cfg.Name, "endpoint", up.cfg.Endpoint(), "err", err)
@@ -392,7 +434,7 @@ func (u *Upstreams) RefreshOne(ctx context.Context, name string) error {
 	if u == nil {
 		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is configured.")
 	}
-	up, ok := u.byName[name]
+	up, ok := u.named(name)
 	if !ok {
 		return apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", name)
 	}
@@ -482,6 +524,32 @@ func (u *Upstreams) listTools(ctx context.Context, up *upstream, trigger string)
 func (u *Upstreams) declare(up *upstream) error {
 	up.declMu.Lock()
 	defer up.declMu.Unlock()
+	if up.retired.Load() {
+		return nil // a reload replaced it: the upstream in force declares
+	}
+	decls, outputs := u.declarations(up)
+	// The output schemas go with the declarations they were made from,
+	// in place before the registry tells the sessions of the change.
+	u.mu.Lock()
+	u.setOutputs(up.cfg.Name, outputs)
+	u.mu.Unlock()
+	return u.registry.ReplaceUpstream(up.cfg.Name, decls)
+}
+
+// setOutputs makes outputs the output schemas of the upstream's tools,
+// with u.mu held.
+func (u *Upstreams) setOutputs(upstream string, outputs map[string]json.RawMessage) {
+	for name := range u.outputs {
+		if strings.HasPrefix(name, upstream+".") {
+			delete(u.outputs, name)
+		}
+	}
+	maps.Copy(u.outputs, outputs)
+}
+
+// declarations are the upstream's tools as declare puts them in the
+// registry, and their output schemas, with up.declMu held.
+func (u *Upstreams) declarations(up *upstream) ([]tools.Tool, map[string]json.RawMessage) {
 	u.mu.RLock()
 	pins := map[string]pin{}
 	for k, p := range u.pins {
@@ -489,6 +557,7 @@ func (u *Upstreams) declare(up *upstream) error {
 	}
 	u.mu.RUnlock()
 	up.mu.Lock()
+	defer up.mu.Unlock()
 	names := slices.Sorted(maps.Keys(up.listed))
 	var decls []tools.Tool
 	outputs := map[string]json.RawMessage{}
@@ -529,18 +598,7 @@ func (u *Upstreams) declare(up *upstream) error {
 			outputs[decl.Name] = def.OutputSchema
 		}
 	}
-	up.mu.Unlock()
-	// The output schemas go with the declarations they were made from,
-	// in place before the registry tells the sessions of the change.
-	u.mu.Lock()
-	for name := range u.outputs {
-		if strings.HasPrefix(name, up.cfg.Name+".") {
-			delete(u.outputs, name)
-		}
-	}
-	maps.Copy(u.outputs, outputs)
-	u.mu.Unlock()
-	return u.registry.ReplaceUpstream(up.cfg.Name, decls)
+	return decls, outputs
 }
 
 // OutputSchema is the output schema of the upstream tool declared as
@@ -683,7 +741,7 @@ func (u *Upstreams) Accepted(upstream, tool, hash string) bool {
 // live is the tool as the upstream listed it last; false when it did not
 // list it, or listed it in a form that cannot be offered.
 func (u *Upstreams) live(upstream, tool string) (listedTool, bool) {
-	up, ok := u.byName[upstream]
+	up, ok := u.named(upstream)
 	if !ok {
 		return listedTool{}, false
 	}
@@ -717,8 +775,8 @@ func (u *Upstreams) checkPin(ctx context.Context, upstream, tool, hash string) e
 	changed := u.pins[key(upstream, tool)].hash != p.hash
 	u.pins[key(upstream, tool)] = p
 	u.mu.Unlock()
-	if changed {
-		if err := u.declare(u.byName[upstream]); err != nil {
+	if up, ok := u.named(upstream); changed && ok {
+		if err := u.declare(up); err != nil {
 			return err
 		}
 	}
@@ -800,7 +858,7 @@ func (u *Upstreams) Callable(ctx context.Context, t *tools.Tool) error {
 func (u *Upstreams) Forward(ctx context.Context, upstream, tool, hash string, args json.RawMessage, retry bool) (json.RawMessage, error) {
 	ctx, stop := upstreamContext(ctx)
 	defer stop()
-	up, ok := u.byName[upstream]
+	up, ok := u.named(upstream)
 	if !ok {
 		return nil, apperr.Errorf(apperr.ENOTFOUND, "No upstream is named %q.", upstream)
 	}
@@ -895,6 +953,15 @@ func withAttempts(result json.RawMessage, n int) (json.RawMessage, error) {
 // before the upstream answered, with the time left (it may be sent again
 // when the tool allows).
 func (u *Upstreams) forwardOnce(ctx context.Context, up *upstream, upstream, tool, hash string, args json.RawMessage) (json.RawMessage, bool, error) {
+	if up.retired.Load() {
+		// A reload replaced the upstream since the call began: this attempt
+		// goes to the one in force.
+		cur, ok := u.named(upstream)
+		if !ok {
+			return nil, false, apperr.Errorf(apperr.EGONE, "The upstream %s was removed from the policy file; the call was not sent.", upstream)
+		}
+		up = cur
+	}
 	if err := u.checkPin(ctx, upstream, tool, hash); err != nil {
 		return nil, false, err
 	}
@@ -1056,8 +1123,165 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 	u.mu.Lock()
 	u.pins[key(upstream, tool)] = pinOf(row)
 	u.mu.Unlock()
-	if up, ok := u.byName[upstream]; ok {
+	if up, ok := u.named(upstream); ok {
 		return u.declare(up)
 	}
 	return nil
+}
+
+// UpstreamChanges are what a reload did to the upstreams, by name.
+type UpstreamChanges struct {
+	Added, Changed, Removed, Unchanged []string
+}
+
+// retireAfter is how long a retired upstream's session stays open past
+// its timeout, for the calls already on it.
+const retireAfter = 5 * time.Second
+
+// Reconfigure makes file's upstreams the ones behind the gate (a reload of
+// the policy file). swap is the registry's one replacement of everything
+// the file declares (tools.Registry.ReplacePolicy), called with every
+// upstream's tools as they are now to be declared; the upstreams switch
+// with it, or not at all when it fails.
+//
+// What happens to each upstream, by name:
+//   - unchanged (its configuration is the same but for line numbers):
+//     kept as it is, session and listing;
+//   - changed (anything else: url, command, headers, timeout, accept, its
+//     tools' overrides, cheatsheet): replaced by a new upstream with the
+//     new configuration. Its tools as last listed are declared under the
+//     new overrides in the swap itself, and it is listed again at once
+//     over a new session; until that listing is done a forwarded call
+//     lists first (its definitions are then compared with the pins, as on
+//     any listing). The old session stays open for the calls already on
+//     it, up to its timeout, then closes;
+//   - added: listed at once, as at start; its tools join the registry
+//     when the listing is done (a second change of the registry);
+//   - removed: its tools leave the registry in the swap, and its session
+//     closes once the calls on it have had their time.
+//
+// Pins (accepted definitions) are kept by name: a changed upstream's
+// tools stay accepted only while their definitions are the pinned ones.
+func (u *Upstreams) Reconfigure(file *tools.PolicyFile, swap func(map[string][]tools.Tool) error) (UpstreamChanges, error) {
+	if u == nil {
+		return UpstreamChanges{}, swap(nil)
+	}
+	u.reconfMu.Lock()
+	defer u.reconfMu.Unlock()
+	var ch UpstreamChanges
+	cur := map[string]*upstream{}
+	for _, up := range u.all() {
+		cur[up.cfg.Name] = up
+	}
+	var next, fresh []*upstream
+	var cfgs []tools.UpstreamConfig
+	if file != nil {
+		cfgs = file.Upstreams
+	}
+	for _, cfg := range cfgs {
+		old, ok := cur[cfg.Name]
+		delete(cur, cfg.Name)
+		switch {
+		case ok && sameUpstream(old.cfg, cfg):
+			next = append(next, old)
+			ch.Unchanged = append(ch.Unchanged, cfg.Name)
+			continue
+		case ok:
+			ch.Changed = append(ch.Changed, cfg.Name)
+		default:
+			ch.Added = append(ch.Added, cfg.Name)
+		}
+		up := &upstream{cfg: cfg, listed: map[string]listedTool{}}
+		if ok {
+			old.mu.Lock()
+			maps.Copy(up.listed, old.listed)
+			up.listedAt = old.listedAt
+			old.mu.Unlock()
+		}
+		up.changed("reconfigured") // listed again before its next call
+		next = append(next, up)
+		fresh = append(fresh, up)
+	}
+	retired := slices.SortedFunc(maps.Values(cur), func(a, b *upstream) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	for _, up := range retired {
+		ch.Removed = append(ch.Removed, up.cfg.Name)
+	}
+	for _, n := range ch.Changed {
+		if old, ok := u.named(n); ok {
+			retired = append(retired, old)
+		}
+	}
+	// Every declaration lock (only a reconfiguration takes more than one),
+	// so that no listing declares between the declarations computed here
+	// and the swap, and none of a retired upstream after it.
+	locked := append(slices.Clone(next), retired...)
+	for _, up := range locked {
+		up.declMu.Lock()
+	}
+	defer func() {
+		for _, up := range locked {
+			up.declMu.Unlock()
+		}
+	}()
+	decls := map[string][]tools.Tool{}
+	outputs := map[string]json.RawMessage{}
+	for _, up := range next {
+		d, o := u.declarations(up)
+		decls[up.cfg.Name] = d
+		maps.Copy(outputs, o)
+	}
+	u.mu.Lock()
+	before := u.outputs
+	u.outputs = outputs
+	u.mu.Unlock()
+	if err := swap(decls); err != nil {
+		u.mu.Lock()
+		u.outputs = before
+		u.mu.Unlock()
+		return UpstreamChanges{}, err
+	}
+	for _, up := range retired {
+		up.retired.Store(true)
+	}
+	byName := map[string]*upstream{}
+	for _, up := range next {
+		byName[up.cfg.Name] = up
+	}
+	u.cfgMu.Lock()
+	u.list, u.byName = next, byName
+	u.cfgMu.Unlock()
+	u.bgMu.Lock()
+	u.retired = append(u.retired, retired...)
+	u.bgMu.Unlock()
+	for _, up := range retired {
+		time.AfterFunc(up.cfg.Timeout+retireAfter, func() {
+			up.closeSession()
+			u.bgMu.Lock()
+			u.retired = slices.DeleteFunc(u.retired, func(x *upstream) bool { return x == up })
+			u.bgMu.Unlock()
+		})
+	}
+	for _, up := range fresh {
+		u.relistSoon(up)
+	}
+	return ch, nil
+}
+
+// sameUpstream reports whether two configurations of an upstream are the
+// same but for where the file declares them.
+func sameUpstream(a, b tools.UpstreamConfig) bool {
+	return reflect.DeepEqual(withoutLines(a), withoutLines(b))
+}
+
+func withoutLines(c tools.UpstreamConfig) tools.UpstreamConfig {
+	c.Line = 0
+	if c.Tools != nil {
+		overrides := make(map[string]tools.UpstreamOverride, len(c.Tools))
+		for k, o := range c.Tools {
+			o.Line = 0
+			overrides[k] = o
+		}
+		c.Tools = overrides
+	}
+	return c
 }

@@ -756,7 +756,7 @@ func (s *Service) RejectApproval(ctx context.Context, p auth.Principal, id uuid.
 		return Approval{}, Proposal{}, fmt.Errorf("proposals: reject proposal: %w", err)
 	}
 	keep := audit.DefaultRetention
-	if tool, ok := s.tools.Get(prop.Tool); ok {
+	if tool, ok := s.toolOf(prop.Tool, prop.CallerDeclaration); ok {
 		keep = tool.Contract.Retention
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "approval.rejected", "approval", id.String(), map[string]any{
@@ -1122,7 +1122,7 @@ func (s *Service) Settle(ctx context.Context, p auth.Principal, id uuid.UUID, ra
 		return Proposal{}, fmt.Errorf("proposals: settle: %w", err)
 	}
 	keep := audit.DefaultRetention
-	if tool, ok := s.tools.Get(row.Tool); ok {
+	if tool, ok := s.toolOf(row.Tool, row.CallerDeclaration); ok {
 		keep = tool.Contract.Retention
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.settled", "proposal", id.String(),

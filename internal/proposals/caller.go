@@ -132,10 +132,7 @@ func proposedBy(p auth.Principal, row db.Proposal) bool {
 // ticketFor is the ticket of a caller-executed call that may run now, for
 // the principal that proposed it; nil for anyone else and anything else.
 func (s *Service) ticketFor(ctx context.Context, p auth.Principal, row db.Proposal) (*Ticket, error) {
-	if row.Status != StatusApplying || row.ClaimedAt == nil || !proposedBy(p, row) {
-		return nil, nil
-	}
-	if tool, ok := s.tools.Get(row.Tool); !ok || !tool.Caller {
+	if row.Status != StatusApplying || row.ClaimedAt == nil || !proposedBy(p, row) || !s.callerCall(row) {
 		return nil, nil
 	}
 	expires := ticketExpiry(*row.ClaimedAt)
@@ -334,7 +331,7 @@ func (s *Service) ReportOutcome(ctx context.Context, p auth.Principal, id uuid.U
 		e.Extra = map[string]any{"proposal_status": cur.Status}
 		return e
 	}
-	tool, ok := s.tools.Get(cur.Tool)
+	tool, ok := s.toolOf(cur.Tool, cur.CallerDeclaration)
 	if !ok || !tool.Caller {
 		return Proposal{}, conflict("%s is run by Gatehouse, not by its caller: there is no outcome to report.", cur.Tool)
 	}
@@ -403,12 +400,11 @@ func claimPath(row db.Proposal) string {
 // MarkUnreported marks failed the caller-executed calls whose ticket
 // expired at now without a report (the sweeper passes the time; tests a
 // later one): each with its audit row (proposal.unreported), its receipt
-// and evidence against its class, as a violation. It returns the calls.
+// and evidence against its class, as a violation. It returns the calls:
+// those of the policy file's caller tools and those declared with the
+// call.
 func (s *Service) MarkUnreported(ctx context.Context, now time.Time) ([]uuid.UUID, error) {
 	names := s.tools.CallerTools()
-	if len(names) == 0 {
-		return nil, nil
-	}
 	rows, err := s.q.ListUnreportedCalls(ctx, db.ListUnreportedCallsParams{Cutoff: ptr(now.Add(-TicketLifetime)), Tools: names, MaxRows: unreportedBatch})
 	if err != nil {
 		return nil, fmt.Errorf("proposals: list unreported calls: %w", err)
@@ -442,7 +438,7 @@ func (s *Service) markUnreported(ctx context.Context, ws, id uuid.UUID) (bool, e
 		return false, fmt.Errorf("proposals: mark unreported: %w", err)
 	}
 	system := auth.Principal{WorkspaceID: ws}
-	tool, ok := s.tools.Get(row.Tool)
+	tool, ok := s.toolOf(row.Tool, row.CallerDeclaration)
 	if !ok {
 		return false, fmt.Errorf("proposals: %s is no longer declared", row.Tool)
 	}
@@ -503,4 +499,59 @@ func (s *Service) Wait(ctx context.Context, p auth.Principal, id uuid.UUID, seen
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+}
+
+// callTool is the tool a call names, and its declaration as it is kept
+// with the call: the one its caller declares with it (see
+// tools.Registry.DeclaredTool), or the registry's (no declaration).
+func (s *Service) callTool(in Input) (*tools.Tool, json.RawMessage, error) {
+	if in.Declaration == nil {
+		tool, ok := s.tools.Get(in.Tool)
+		if !ok {
+			return nil, nil, unknownTool(in.Tool)
+		}
+		return tool, nil, nil
+	}
+	return s.tools.DeclaredTool(in.Tool, *in.Declaration)
+}
+
+// toolOf is the tool a recorded call is decided and recorded under now:
+// its kept declaration's (with the policy file as it is now), or the
+// registry's.
+func (s *Service) toolOf(name string, declaration []byte) (*tools.Tool, bool) {
+	if len(declaration) == 0 {
+		return s.tools.Get(name)
+	}
+	tool, err := s.tools.RedeclaredTool(name, declaration)
+	if err != nil {
+		s.log.Warn("a call's declared tool", "tool", name, "err", err)
+		return nil, false
+	}
+	return tool, true
+}
+
+// ToolOf is the tool a proposal is decided under now (a card's edit
+// form reads its schema).
+func (s *Service) ToolOf(p Proposal) (*tools.Tool, bool) { return s.toolOf(p.Tool, p.declaration) }
+
+// callerCall reports whether a recorded call is its caller's to run: its
+// tool was declared with it, or is one of the policy file's caller tools.
+func (s *Service) callerCall(row db.Proposal) bool {
+	if len(row.CallerDeclaration) > 0 {
+		return true
+	}
+	tool, ok := s.tools.Get(row.Tool)
+	return ok && tool.Caller
+}
+
+// BeginIdempotentCall is BeginIdempotent for a call as its caller sent
+// it: the key of a call whose tool is declared with it is held for the
+// declared tool (a declaration that does not make one holds nothing:
+// Propose answers its refusal).
+func (s *Service) BeginIdempotentCall(ctx context.Context, p auth.Principal, scope Scope, in Input, hash []byte) (Begun, error) {
+	tool, _, err := s.callTool(in)
+	if err != nil {
+		tool = nil
+	}
+	return s.beginIdempotent(ctx, p, scope, tool, in.IdempotencyKey, hash)
 }

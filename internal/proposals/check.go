@@ -20,7 +20,7 @@ func (s *Service) Check(ctx context.Context, p auth.Principal, id uuid.UUID, rat
 		return Proposal{}, err
 	}
 	keep := audit.DefaultRetention
-	if t, ok := s.tools.Get(prop.Tool); ok {
+	if t, ok := s.toolOf(prop.Tool, prop.declaration); ok {
 		keep = t.Contract.Retention
 	}
 	if err := audit.RecordRetained(ctx, s.q, p, p.WorkspaceID, keep, "proposal.checked", "proposal", id.String(),

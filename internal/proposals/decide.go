@@ -36,6 +36,9 @@ type decision struct {
 	// call is what the layers read: kept on the proposal so a past call can
 	// be decided again under another setting (the shadow preview).
 	call policy.Call
+	// shadow is what the tool's shadow rule would have decided, when it
+	// differs (nil: it has none, or the same decision; shadow.go).
+	shadow *ShadowVerdict
 }
 
 // auto reports whether the call is applied at once, without a person.
@@ -119,7 +122,8 @@ func (s *Service) decideOn(rc decisionRows, p auth.Principal, scope Scope, tool 
 	}
 	dec.Bounds = constraints // their values, for the protocol's shape (policy.TGPOf)
 	return decision{Decision: dec, scope: rc.scope, class: class, ws: ws, constraints: constraints,
-		rationaleMin: rc.rationaleMin, rationaleWarnUntil: rc.rationaleWarnUntil, call: call}, nil
+		rationaleMin: rc.rationaleMin, rationaleWarnUntil: rc.rationaleWarnUntil, call: call,
+		shadow: s.shadowVerdict(rc, p, scope, tool, args, dec.State)}, nil
 }
 
 // decisionRows is what the decision reads from the database.

@@ -55,7 +55,7 @@ func (ec effectCall) decisionJSON() ([]byte, error) {
 // row is read as its owner's: on the approval path the actor is not the
 // owner.
 func (s *Service) atEffect(ctx context.Context, q *db.Queries, p auth.Principal, cur db.Proposal, edited json.RawMessage, path policy.Path) (effectCall, error) {
-	tool, ok := s.tools.Get(cur.Tool)
+	tool, ok := s.toolOf(cur.Tool, cur.CallerDeclaration)
 	if !ok {
 		return effectCall{}, apperr.Errorf(apperr.ECONFLICT, "The tool %q is no longer declared.", cur.Tool)
 	}

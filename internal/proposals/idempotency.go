@@ -17,6 +17,7 @@ import (
 	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/canonjson"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // Idempotency keys follow the IETF Idempotency-Key draft. A key belongs to
@@ -117,12 +118,17 @@ func principalKey(p auth.Principal) string {
 //   - the same request, whose holder died (past the lease): Held again if
 //     it recorded nothing, else Recorded with the proposal's real state.
 func (s *Service) BeginIdempotent(ctx context.Context, p auth.Principal, scope Scope, toolName, key string, hash []byte) (Begun, error) {
+	tool, _ := s.tools.Get(toolName)
+	return s.beginIdempotent(ctx, p, scope, tool, key, hash)
+}
+
+// beginIdempotent is BeginIdempotent for tool (nil: none of that name).
+func (s *Service) beginIdempotent(ctx context.Context, p auth.Principal, scope Scope, tool *tools.Tool, key string, hash []byte) (Begun, error) {
 	key, err := ParseIdempotencyKey(key)
 	if err != nil {
 		return Begun{}, err
 	}
-	tool, ok := s.tools.Get(toolName)
-	if !ok {
+	if tool == nil {
 		return Begun{Held: &Idem{}}, nil // Propose answers 404 for the tool; nothing to hold
 	}
 	if err := s.ownsScope(ctx, s.q, p, scope); err != nil {

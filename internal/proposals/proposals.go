@@ -132,6 +132,11 @@ type Proposal struct {
 	// Ticket lets the proposing caller run a caller-executed call that
 	// may run (applying), until it expires (nil otherwise; caller.go).
 	Ticket *Ticket
+	// Declaration is the tool as its caller declared it with the call
+	// (nil for a tool the registry declares; caller.go), kept as
+	// declaration.
+	Declaration *tools.CallerDeclaration
+	declaration []byte
 }
 
 // Packet is what a proposal shows of its approval packet.
@@ -175,6 +180,9 @@ type Input struct {
 	// approver, a witness or the principal, and from an agent it grants
 	// nothing (see ConfirmIgnored).
 	Confirm bool
+	// Declaration declares the caller's own tool with the call (the tool
+	// is then the declared one: caller.go, callTool).
+	Declaration *tools.CallerDeclaration
 }
 
 // Service is the propose → apply service.
@@ -312,15 +320,18 @@ type checked struct {
 	// counted says the call's limit per agent was counted in memory
 	// already: by a group transaction that then left it to run alone.
 	counted bool
+	// declaration is the tool's declaration sent with the call, as it is
+	// kept with it (nil for a tool the registry declares).
+	declaration json.RawMessage
 }
 
 var rationaleErr = apperr.FieldError{Field: "rationale", Message: "must have 10 to 500 characters"}
 
 // check validates what the caller sent.
 func (s *Service) check(in Input) (checked, error) {
-	tool, ok := s.tools.Get(in.Tool)
-	if !ok {
-		return checked{}, unknownTool(in.Tool)
+	tool, declaration, err := s.callTool(in)
+	if err != nil {
+		return checked{}, err
 	}
 	var fields []apperr.FieldError
 	rationale := strings.TrimSpace(in.Rationale)
@@ -355,7 +366,7 @@ func (s *Service) check(in Input) (checked, error) {
 	if tool.Contract.Idempotency.Required && in.IdempotencyKey == "" && !short {
 		return checked{}, missingIdempotencyKey(tool)
 	}
-	return checked{tool: tool, args: args, rationale: rationale, nRationale: nRationale, short: short}, nil
+	return checked{tool: tool, args: args, rationale: rationale, nRationale: nRationale, short: short, declaration: declaration}, nil
 }
 
 // rationaleVerdict is what the workspace's rationale rule says of the
@@ -396,6 +407,13 @@ func createdData(c checked, d decision, scope Scope, warning string) map[string]
 	if d.Grant != nil {
 		data["grant_id"] = d.Grant.ID
 	}
+	if d.shadow != nil {
+		data["shadow"] = d.shadow // in the call's own audit row: no statement more
+	}
+	if c.declaration != nil {
+		// What the caller declared, for whoever reads the call.
+		data["declaration"] = json.RawMessage(c.declaration)
+	}
 	return data
 }
 
@@ -426,6 +444,7 @@ func proposalParams(p auth.Principal, scope Scope, c checked, d decision, status
 		PermissionMode: nullText(string(d.scope.mode)), TrustLevel: nullText(string(d.scope.trust)), Disposition: d.scope.disposition,
 		Authority: nullText(string(tool.Contract.Authority)), Risk: nullText(string(tool.Contract.Risk)), ActionClass: nullText(d.class),
 		State: nullText(string(d.State)), Decision: decisionJSON, Constraints: constraintsJSON, Status: status, DecisionInput: callJSON,
+		CallerDeclaration: c.declaration,
 	}
 	if status == StatusApplying {
 		params.ApplyPath, params.ResolvedByUserID, params.EffectDecision = nullText(PathAuto), nullUUID(p.UserID), decisionJSON
@@ -776,7 +795,7 @@ func (s *Service) Reject(ctx context.Context, p auth.Principal, id uuid.UUID, re
 		return Proposal{}, fmt.Errorf("proposals: reject: %w", err)
 	}
 	keep := audit.DefaultRetention
-	if tool, ok := s.tools.Get(row.Tool); ok {
+	if tool, ok := s.toolOf(row.Tool, row.CallerDeclaration); ok {
 		keep = tool.Contract.Retention
 	}
 	if err := audit.RecordRetained(ctx, q, p, p.WorkspaceID, keep, "proposal.rejected", "proposal", id.String(), map[string]any{"reason": reason, "tool": row.Tool}); err != nil {
@@ -917,6 +936,7 @@ func fromRow(r db.Proposal) Proposal {
 		Status: r.Status, Result: r.Result, Error: r.Error.String, RejectionReason: r.RejectionReason.String,
 		ApplyPath: r.ApplyPath.String, ProposedBy: r.ProposedByKind, CreatedAt: r.CreatedAt, ClaimedAt: r.ClaimedAt, ResolvedAt: r.ResolvedAt,
 		ProposedByUserID: r.ProposedByUserID, ProposedByTokenID: r.ProposedByTokenID, ResolvedByUserID: r.ResolvedByUserID,
+		Declaration: tools.ParseDeclaration(r.CallerDeclaration), declaration: r.CallerDeclaration,
 	}
 }
 

@@ -209,10 +209,13 @@ type Candidate struct {
 func NewCandidate(file *tools.PolicyFile, annotations map[string]tools.Annotations, builtin func(string) bool) *Candidate {
 	c := &Candidate{upstreams: map[string]tools.UpstreamConfig{}, annotations: annotations, builtin: builtin}
 	if file != nil {
+		// A shadow rule (mode: shadow) is not enforced: the file is
+		// replayed as it would be enforced, without it.
 		for _, u := range file.Upstreams {
+			u.Tools = enforced(u.Tools)
 			c.upstreams[u.Name] = u
 		}
-		c.overrides = file.Tools
+		c.overrides = enforced(file.Tools)
 	}
 	return c
 }
@@ -446,4 +449,20 @@ func applyBuiltin(call *policy.Call, o tools.UpstreamOverride) {
 	for _, k := range o.Constraints {
 		call.Constraints = append(call.Constraints, k.Kind)
 	}
+}
+
+// KindOf is how a decision changes from before to after ("": it does
+// not): the replay's words for a change, shared with the shadow rules'
+// live evidence (internal/proposals).
+func KindOf(before, after policy.State) Kind { return kindOf(before, after) }
+
+// enforced are the overrides that are not shadow rules.
+func enforced(overrides map[string]tools.UpstreamOverride) map[string]tools.UpstreamOverride {
+	out := make(map[string]tools.UpstreamOverride, len(overrides))
+	for name, o := range overrides {
+		if !o.Shadow() {
+			out[name] = o
+		}
+	}
+	return out
 }

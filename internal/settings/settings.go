@@ -1,7 +1,8 @@
 // Package settings owns a workspace's policy settings: the high-risk
-// opt-in, the internal email domains and the webhook allowlist. Only admins
-// read or change them, and every change is audited with its old and new
-// value.
+// opt-ins, the internal email domains, the webhook allowlist, rationale
+// enforcement and the approval rules. Only admins read or change them
+// (the policy file may set and pin them: file.go), and every change is
+// audited with its old and new value.
 package settings
 
 import (
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -155,6 +157,9 @@ const (
 type Service struct {
 	pool *pgxpool.Pool
 	q    *db.Queries
+	// pins are the policy file's pinned settings (nil: none), as the last
+	// ApplyFile put them in force.
+	pins atomic.Pointer[filePins]
 }
 
 // NewService returns the settings service.
@@ -229,6 +234,8 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 	}
 	if next.RationaleMode == "" {
 		next.RationaleMode, next.RationaleWarnUntil = cur.RationaleMode, cur.RationaleWarnUntil
+	} else if s.keepsPinned(next, "rationale_mode") {
+		// The file's, whose end date may be past (strict by itself then).
 	} else if err := checkRationaleMode(next, time.Now()); err != nil {
 		return Settings{}, err
 	}
@@ -248,19 +255,36 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 			rules.Quorums = map[string]int{}
 		}
 	}
+	next.Approvals = &rules
+	if err := s.checkPinned(next); err != nil {
+		return Settings{}, err
+	}
+	row, err := write(ctx, q, p, cur, next, nil)
+	if err != nil {
+		return Settings{}, err
+	}
+	return fromRow(row), tx.Commit(ctx)
+}
+
+// write stores next (its Approvals set) as the workspace's settings and
+// records each change (an audit row workspace.setting_changed and a
+// setting-change receipt, with the old and new value, by p; extra is
+// added to each change's data).
+func write(ctx context.Context, q *db.Queries, p auth.Principal, cur db.Workspace, next Settings, extra func(setting string) map[string]any) (db.Workspace, error) {
+	rules := *next.Approvals
 	quorums, err := json.Marshal(rules.Quorums)
 	if err != nil {
-		return Settings{}, fmt.Errorf("settings: encode quorums: %w", err)
+		return db.Workspace{}, fmt.Errorf("settings: encode quorums: %w", err)
 	}
 	next.InternalDomains = nonNil(next.InternalDomains)
 	next.WebhookAllowlist = nonNil(next.WebhookAllowlist)
-	row, err := q.UpdateWorkspaceSettings(ctx, db.UpdateWorkspaceSettingsParams{ID: p.WorkspaceID, AutoApproveHighRisk: next.AutoApproveHighRisk,
+	row, err := q.UpdateWorkspaceSettings(ctx, db.UpdateWorkspaceSettingsParams{ID: cur.ID, AutoApproveHighRisk: next.AutoApproveHighRisk,
 		InternalDomains: next.InternalDomains, WebhookAllowlist: next.WebhookAllowlist, RationaleMinLength: int32(next.RationaleMinLength),
 		RationaleMode: next.RationaleMode, RationaleWarnUntil: next.RationaleWarnUntil,
 		EscalateAfterMinutes: int32(rules.EscalateAfterMinutes), EscalateToRole: pgtype.Text{String: rules.EscalateToRole, Valid: rules.EscalateToRole != ""},
 		ApprovalQuorums: quorums, ConfirmRunsHighRisk: next.ConfirmRunsHighRisk})
 	if err != nil {
-		return Settings{}, fmt.Errorf("settings: update: %w", err)
+		return db.Workspace{}, fmt.Errorf("settings: update: %w", err)
 	}
 	changes := []struct {
 		name     string
@@ -278,20 +302,26 @@ func (s *Service) Update(ctx context.Context, p auth.Principal, next Settings) (
 		{"escalate_to_role", cur.EscalateToRole.String, rules.EscalateToRole, cur.EscalateToRole.String == rules.EscalateToRole},
 		{"approval_quorums", rulesOf(cur).Quorums, rules.Quorums, maps.Equal(rulesOf(cur).Quorums, rules.Quorums)},
 	}
+	actor := receipts.ActorOf(p, string(p.Role))
+	if p.IsSystem() {
+		actor = receipts.Actor{Kind: "system"}
+	}
 	for _, c := range changes {
 		if c.same {
 			continue
 		}
-		if err := audit.Record(ctx, q, p, p.WorkspaceID, "workspace.setting_changed", "workspace", p.WorkspaceID.String(),
-			map[string]any{"setting": c.name, "old": c.old, "new": c.new}); err != nil {
-			return Settings{}, err
+		data := map[string]any{"setting": c.name, "old": c.old, "new": c.new}
+		if extra != nil {
+			maps.Copy(data, extra(c.name))
 		}
-		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, receipts.ActorOf(p, string(p.Role)), p.WorkspaceID,
-			map[string]any{"setting": c.name, "old": c.old, "new": c.new}, time.Now()); err != nil {
-			return Settings{}, err
+		if err := audit.Record(ctx, q, p, cur.ID, "workspace.setting_changed", "workspace", cur.ID.String(), data); err != nil {
+			return db.Workspace{}, err
+		}
+		if _, err := receipts.RecordChange(ctx, q, receipts.KindSettingChange, actor, cur.ID, data, time.Now()); err != nil {
+			return db.Workspace{}, err
 		}
 	}
-	return fromRow(row), tx.Commit(ctx)
+	return row, nil
 }
 
 func nonNil(s []string) []string {

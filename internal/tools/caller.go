@@ -169,16 +169,18 @@ func (c CallerToolConfig) Declaration() Tool {
 }
 
 // DeclareCallerTools declares the policy file's caller tools in the
-// registry, each checked as any declaration is; a name that a built-in
-// (or an upstream's) tool has is refused, naming the file's line. A bad
-// one leaves the registry as it was.
+// registry in place of those it had, each checked as any declaration is;
+// a name that a built-in (or an upstream's) tool has is refused, naming
+// the file's line. It also sets whether callers may declare their own
+// tools with a call (caller_declarations). A bad file leaves the registry
+// as it was.
 func DeclareCallerTools(r *Registry, f *PolicyFile) error {
-	if f == nil || len(f.CallerTools) == 0 {
-		return nil
+	var decls []Tool
+	if f != nil {
+		decls = make([]Tool, 0, len(f.CallerTools))
 	}
-	decls := make([]Tool, 0, len(f.CallerTools))
-	for _, c := range f.CallerTools {
-		if _, taken := r.Get(c.Name); taken {
+	for _, c := range f.callerTools() {
+		if t, taken := r.Get(c.Name); taken && !t.Caller {
 			return fmt.Errorf("policy file: line %d: caller_tools: %s is the name of a tool Gatehouse runs; choose another", c.Line, c.Name)
 		}
 		d := c.Declaration()
@@ -187,10 +189,21 @@ func DeclareCallerTools(r *Registry, f *PolicyFile) error {
 		}
 		decls = append(decls, d)
 	}
-	if err := r.replace(func(*Tool) bool { return true }, decls, nil); err != nil {
-		return fmt.Errorf("policy file: %w", err)
+	if len(decls) > 0 || len(r.CallerTools()) > 0 {
+		if err := r.replace(func(t *Tool) bool { return !t.Caller }, decls, nil); err != nil {
+			return fmt.Errorf("policy file: %w", err)
+		}
 	}
+	r.SetCallerDeclarations(f)
 	return nil
+}
+
+// callerTools are the file's caller tools (none for no file).
+func (f *PolicyFile) callerTools() []CallerToolConfig {
+	if f == nil {
+		return nil
+	}
+	return f.CallerTools
 }
 
 // CallerTools are the names of the registry's caller-executed tools.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
@@ -90,5 +91,121 @@ func TestDeclareCallerTools_ABadDeclarationNamesItsLine(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A declaration tightens the file's entry point by point; kept with a
+// call, it is read again under the file as it is now, the stricter of
+// the two holding on each point.
+func TestDeclaredTool_TightensTheFileAndIsReadAgainUnderTheFileAsItIsNow(t *testing.T) {
+	t.Parallel()
+	r, err := declared(t, `
+caller_tools:
+  - name: app.sync
+    description: Sync the agent's cache with the shop.
+    effect: mutate
+    authority: write-idempotent
+    action_class: tool.call.local
+    class_rationale: Syncing again writes the same cache.
+    human_gated: false
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name                 string
+		decl                 tools.CallerDeclaration
+		effect, authority    string
+		class                string
+		gated, key           bool
+		wantErr, errorFields string
+	}{
+		{"the same", tools.CallerDeclaration{Description: "Sync.", Effect: "mutate", Authority: "write-idempotent"}, "mutate", "write-idempotent", "tool.call.local", false, false, "", ""},
+		{"a stricter authority", tools.CallerDeclaration{Description: "Sync.", Effect: "mutate", Authority: "write-non-idempotent"}, "mutate", "write-non-idempotent", "tool.call.local", false, true, "", ""},
+		{"destructive and irreversible", tools.CallerDeclaration{Description: "Sync.", Effect: "destructive", Authority: "irreversible"}, "destructive", "irreversible", "tool.call.local", true, true, "", ""},
+		{"a stricter group", tools.CallerDeclaration{Description: "Sync.", Effect: "mutate", Authority: "write-idempotent", ActionClass: "email.send.external"}, "mutate", "write-idempotent", "email.send.external", false, false, "", ""},
+		{"looser", tools.CallerDeclaration{Description: "Sync.", Effect: "read", Authority: "read"}, "", "", "", false, false, "looser", "declaration.effect declaration.authority"},
+		{"another class of the same group", tools.CallerDeclaration{Description: "Sync.", Effect: "mutate", Authority: "write-idempotent", ActionClass: "draft.compose"}, "", "", "", false, false, "looser", "declaration.action_class"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tool, kept, err := r.DeclaredTool("app.sync", c.decl)
+			if c.wantErr != "" {
+				var fields []string
+				if ae, ok := err.(*apperr.Error); ok {
+					for _, f := range ae.Fields {
+						fields = append(fields, f.Field)
+					}
+				}
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || strings.Join(fields, " ") != c.errorFields {
+					t.Fatalf("got %v (%v), want %q naming %s", err, fields, c.wantErr, c.errorFields)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := tool.Contract
+			if string(tool.Effect) != c.effect || string(k.Authority) != c.authority || k.ActionClass != c.class || k.Gating.Required != c.gated ||
+				k.Idempotency.Required != c.key || !tool.Caller || tool.Description != "Sync the agent's cache with the shop." {
+				t.Fatalf("tool: %s %s %s gated %v key %v", tool.Effect, k.Authority, k.ActionClass, k.Gating.Required, k.Idempotency.Required)
+			}
+			again, err := r.RedeclaredTool("app.sync", kept)
+			if err != nil || again.Effect != tool.Effect || again.Contract.Authority != k.Authority || again.Contract.ActionClass != k.ActionClass {
+				t.Fatalf("read again: %+v %v", again, err)
+			}
+		})
+	}
+
+	// The file became stricter than a declaration kept with a call: the
+	// file holds where it is stricter, the declaration where it is.
+	_, kept, err := r.DeclaredTool("app.sync", tools.CallerDeclaration{Description: "Sync.", Effect: "mutate", Authority: "write-non-idempotent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stricter, err := declared(t, `
+caller_tools:
+  - name: app.sync
+    description: Sync the agent's cache with the shop.
+    effect: destructive
+    authority: write-non-idempotent
+    action_class: email.send.external
+    class_rationale: A sync now mails the shop's customers.
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := stricter.RedeclaredTool("app.sync", kept)
+	if err != nil || now.Effect != "destructive" || now.Contract.Authority != "write-non-idempotent" || now.Contract.ActionClass != "email.send.external" || now.Contract.Risk != "high" {
+		t.Fatalf("under the stricter file: %+v %v", now, err)
+	}
+
+	// Without a file entry: the declaration alone, its class by default.
+	fresh, _, err := r.DeclaredTool("app.lookup", tools.CallerDeclaration{Description: "Look up.", Effect: "read", Authority: "read"})
+	if err != nil || fresh.Contract.ActionClass != "read.context" || fresh.Contract.Risk != "low" || !fresh.Caller {
+		t.Fatalf("fresh: %+v %v", fresh, err)
+	}
+	if !r.MayDeclare("app.lookup") || r.MayDeclare("records.put") || r.MayDeclare("records.export") || r.MayDeclare("Nope") {
+		t.Fatal("MayDeclare")
+	}
+}
+
+func TestCallerDeclarations_ThePolicyFileMayRefuseThem(t *testing.T) {
+	t.Parallel()
+	r, err := declared(t, "caller_declarations: refuse\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.DeclarationsRefused() {
+		t.Fatal("not refused")
+	}
+	if _, _, err := r.DeclaredTool("app.lookup", tools.CallerDeclaration{Description: "Look up.", Effect: "read", Authority: "read"}); err == nil ||
+		!strings.Contains(err.Error(), "caller_declarations: refuse") {
+		t.Fatalf("declared: %v", err)
+	}
+	if _, err := declared(t, "caller_declarations: maybe\n"); err == nil || !strings.Contains(err.Error(), "line 1: caller_declarations must be allow or refuse") {
+		t.Fatalf("a bad value: %v", err)
+	}
+	if r, err := declared(t, "caller_declarations: allow\n"); err != nil || r.DeclarationsRefused() {
+		t.Fatalf("allow: %v", err)
 	}
 }

@@ -33,68 +33,9 @@ func ApplyOverrides(r *Registry, f *PolicyFile) error {
 		if !ok || cur.Upstream != "" {
 			return fmt.Errorf("policy file: line %d: tools: %q is not a built-in tool (an upstream's tools are overridden under its upstream)", o.Line, name)
 		}
-		d := *cur
-		d.compiled = nil
-		c := &d.Contract
-		classChanged := false
-		if o.Effect != "" && o.Effect != d.Effect {
-			d.Effect, classChanged = o.Effect, true
-		}
-		if o.Authority != "" && o.Authority != c.Authority {
-			if c.RateLimits == rateLimitsByAuthority[c.Authority] {
-				c.RateLimits = RateLimits{} // the old class's default: the new class's instead
-			}
-			c.Authority, classChanged = o.Authority, true
-			c.Retention, c.Idempotency.Window = 0, 0 // the new class's
-			if o.Authority == policy.AuthorityWriteNonIdempotent || o.Authority == policy.AuthorityIrreversible {
-				c.Idempotency.Required = true // the class requires a key
-			}
-		}
-		if o.ActionClass != "" && (o.ActionClass != c.ActionClass || c.Classify != nil) {
-			c.ActionClass, c.ActionClasses, c.Classify, classChanged = o.ActionClass, []string{o.ActionClass}, nil, true
-		}
-		if o.Risk != "" && o.Risk != c.Risk {
-			c.Risk, classChanged = o.Risk, true
-		}
-		if classChanged && o.ClassRationale == "" {
-			return fmt.Errorf("policy file: line %d: %s: the file changes its class (effect, authority, action class or risk): say why in class_rationale", o.Line, name)
-		}
-		if o.HumanGated != nil {
-			c.Gating.Required = *o.HumanGated
-			if !c.Gating.Required && c.Authority == policy.AuthorityIrreversible && c.Gating.NotGatedReason == "" {
-				c.Gating.NotGatedReason = "The policy file declares it without human gating (human_gated: false)."
-			}
-		}
-		if o.Threshold != "" {
-			c.Gating.Threshold = o.Threshold
-		}
-		if o.ApproverRole != "" {
-			c.Gating.ApproverRole = o.ApproverRole
-		}
-		if o.Escalation != (Escalation{}) {
-			c.Gating.Escalation = o.Escalation
-		}
-		if o.Quorum > 0 {
-			c.Gating.Quorum = o.Quorum
-		}
-		if o.RateLimits != (RateLimits{}) {
-			c.RateLimits = o.RateLimits
-		}
-		c.Constraints = append(slices.Clone(c.Constraints), o.Constraints...)
-		if o.ClassRationale != "" {
-			c.ClassRationale = o.ClassRationale
-		}
-		if o.Reversibility != "" {
-			c.Reversibility = o.Reversibility
-		}
-		if o.PIIFields != nil {
-			c.PIIFields = o.PIIFields
-		}
-		if o.SLA != (SLA{}) {
-			c.SLA = o.SLA
-		}
-		if o.Cheatsheet != "" {
-			d.Cheatsheet = o.Cheatsheet
+		d, err := declareOverride(cur, name, o)
+		if err != nil {
+			return err
 		}
 		decls = append(decls, d)
 	}
@@ -102,4 +43,90 @@ func ApplyOverrides(r *Registry, f *PolicyFile) error {
 		return fmt.Errorf("policy file: %w", err)
 	}
 	return nil
+}
+
+// declareOverride is the declaration of the built-in tool cur (named
+// name) under the file's override o: o applied (overrideBuiltin), or, for
+// a shadow rule (mode: shadow), cur as it is with o applied as its shadow.
+func declareOverride(cur *Tool, name string, o UpstreamOverride) (Tool, error) {
+	if !o.Shadow() {
+		return overrideBuiltin(cur, name, o)
+	}
+	shadow, err := overrideBuiltin(cur, name, o)
+	if err != nil {
+		return Tool{}, err
+	}
+	d := *cur
+	d.compiled = nil
+	d.Shadow = &shadow
+	return d, nil
+}
+
+// overrideBuiltin is the declaration of the built-in tool cur (named
+// name) with what the file's override o says of it (see ApplyOverrides).
+func overrideBuiltin(cur *Tool, name string, o UpstreamOverride) (Tool, error) {
+	d := *cur
+	d.compiled, d.Shadow, d.ShadowRule = nil, nil, ""
+	c := &d.Contract
+	classChanged := false
+	if o.Effect != "" && o.Effect != d.Effect {
+		d.Effect, classChanged = o.Effect, true
+	}
+	if o.Authority != "" && o.Authority != c.Authority {
+		if c.RateLimits == rateLimitsByAuthority[c.Authority] {
+			c.RateLimits = RateLimits{} // the old class's default: the new class's instead
+		}
+		c.Authority, classChanged = o.Authority, true
+		c.Retention, c.Idempotency.Window = 0, 0 // the new class's
+		if o.Authority == policy.AuthorityWriteNonIdempotent || o.Authority == policy.AuthorityIrreversible {
+			c.Idempotency.Required = true // the class requires a key
+		}
+	}
+	if o.ActionClass != "" && (o.ActionClass != c.ActionClass || c.Classify != nil) {
+		c.ActionClass, c.ActionClasses, c.Classify, classChanged = o.ActionClass, []string{o.ActionClass}, nil, true
+	}
+	if o.Risk != "" && o.Risk != c.Risk {
+		c.Risk, classChanged = o.Risk, true
+	}
+	if classChanged && o.ClassRationale == "" {
+		return Tool{}, fmt.Errorf("policy file: line %d: %s: the file changes its class (effect, authority, action class or risk): say why in class_rationale", o.Line, name)
+	}
+	if o.HumanGated != nil {
+		c.Gating.Required = *o.HumanGated
+		if !c.Gating.Required && c.Authority == policy.AuthorityIrreversible && c.Gating.NotGatedReason == "" {
+			c.Gating.NotGatedReason = "The policy file declares it without human gating (human_gated: false)."
+		}
+	}
+	if o.Threshold != "" {
+		c.Gating.Threshold = o.Threshold
+	}
+	if o.ApproverRole != "" {
+		c.Gating.ApproverRole = o.ApproverRole
+	}
+	if o.Escalation != (Escalation{}) {
+		c.Gating.Escalation = o.Escalation
+	}
+	if o.Quorum > 0 {
+		c.Gating.Quorum = o.Quorum
+	}
+	if o.RateLimits != (RateLimits{}) {
+		c.RateLimits = o.RateLimits
+	}
+	c.Constraints = append(slices.Clone(c.Constraints), o.Constraints...)
+	if o.ClassRationale != "" {
+		c.ClassRationale = o.ClassRationale
+	}
+	if o.Reversibility != "" {
+		c.Reversibility = o.Reversibility
+	}
+	if o.PIIFields != nil {
+		c.PIIFields = o.PIIFields
+	}
+	if o.SLA != (SLA{}) {
+		c.SLA = o.SLA
+	}
+	if o.Cheatsheet != "" {
+		d.Cheatsheet = o.Cheatsheet
+	}
+	return d, nil
 }

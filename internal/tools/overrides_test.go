@@ -133,7 +133,7 @@ func TestExamplePolicyFile_LoadsAndApplies(t *testing.T) {
 	if err := tools.ApplyOverrides(r, f); err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Tools) != 5 || len(f.Upstreams) != 1 {
+	if len(f.Tools) != 6 || len(f.Upstreams) != 1 {
 		t.Fatalf("the example declares %d tools and %d upstreams", len(f.Tools), len(f.Upstreams))
 	}
 }

@@ -20,8 +20,9 @@ import (
 
 // PolicyFile is gatehouse.yaml: the MCP upstream servers behind the gate,
 // with per-tool overrides of how their calls are classified and
-// cheatsheets. It is read once at start; a bad file stops the server with
-// an error that names the line.
+// cheatsheets. It is read at start, where a bad file stops the server with
+// an error that names the line, and again on every reload
+// (internal/policyfile), where a bad file keeps the last good one.
 type PolicyFile struct {
 	Upstreams []UpstreamConfig
 	// Tools overrides, per built-in tool name, its contract (the same keys
@@ -32,6 +33,12 @@ type PolicyFile struct {
 	// proposed and decided like any tool, run by the caller with an
 	// execution ticket (DeclareCallerTools declares them).
 	CallerTools []CallerToolConfig
+	// CallerDeclarations says whether a caller may declare its own tool
+	// with a call (caller_declarations: allow, the default, or refuse).
+	CallerDeclarations string
+	// Settings are the workspace settings the file sets (settings:), and
+	// which of them it pins.
+	Settings FileSettings
 }
 
 // UpstreamConfig is one upstream MCP server.
@@ -121,8 +128,22 @@ type UpstreamOverride struct {
 	Reversibility  string
 	PIIFields      []string
 	SLA            SLA
-	Line           int
+	// Mode is ModeShadow for a rule that is not enforced: the tool keeps
+	// its declaration without this override, and every live call of it is
+	// also decided under the override, what that would have decided
+	// recorded when it differs ("" or "enforce": enforced).
+	Mode string
+	Line int
 }
+
+// Modes of an override.
+const (
+	ModeEnforce = "enforce"
+	ModeShadow  = "shadow"
+)
+
+// Shadow reports whether the override is a shadow rule.
+func (o UpstreamOverride) Shadow() bool { return o.Mode == ModeShadow }
 
 // DefaultUpstreamTimeout bounds a forwarded call whose upstream names no
 // timeout.
@@ -166,8 +187,15 @@ func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(str
 		return f, nil
 	}
 	root := doc.Content[0]
-	if err := checkKeys(root, "upstreams", "tools", "caller_tools"); err != nil {
+	if err := checkKeys(root, "upstreams", "tools", "caller_tools", "caller_declarations", "settings"); err != nil {
 		return nil, err
+	}
+	if sn := valueOf(root, "settings"); sn != nil {
+		fs, err := parseSettings(sn)
+		if err != nil {
+			return nil, err
+		}
+		f.Settings = fs
 	}
 	if tl := valueOf(root, "tools"); tl != nil {
 		if tl.Kind != yaml.MappingNode {
@@ -189,7 +217,19 @@ func ParsePolicyFile(data []byte, classes *policy.ClassRegistry, getenv func(str
 		if err != nil {
 			return nil, err
 		}
+		for _, c := range callers {
+			if c.Contract.Shadow() {
+				return nil, fmt.Errorf("line %d: caller_tools: %s: mode: shadow is for overrides of built-in and upstream tools; a caller tool is declared, not overridden", c.Line, c.Name)
+			}
+		}
 		f.CallerTools = callers
+	}
+	if cd := valueOf(root, "caller_declarations"); cd != nil {
+		v, err := parseCallerDeclarations(cd)
+		if err != nil {
+			return nil, err
+		}
+		f.CallerDeclarations = v
 	}
 	list := valueOf(root, "upstreams")
 	if list == nil {
@@ -386,7 +426,7 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 		return o, nil
 	}
 	if err := checkKeys(n, "effect", "authority", "action_class", "risk", "human_gated", "approver_role", "escalate_after", "escalate_to", "quorum", "rate_limits", "cheatsheet",
-		"class_rationale", "reversibility", "pii_fields", "sla", "threshold", "constraints"); err != nil {
+		"class_rationale", "reversibility", "pii_fields", "sla", "threshold", "constraints", "mode"); err != nil {
 		return o, err
 	}
 	str := func(key string) (string, *yaml.Node, error) {
@@ -509,6 +549,16 @@ func parseOverride(n *yaml.Node, tool string, classes *policy.ClassRegistry) (Up
 		if o.Constraints, err = parseConstraints(v, tool); err != nil {
 			return o, err
 		}
+	}
+	if s, v, err = str("mode"); err != nil {
+		return o, err
+	}
+	switch s {
+	case "", ModeEnforce:
+	case ModeShadow:
+		o.Mode = ModeShadow
+	default:
+		return o, lineError(v, "%s: mode must be enforce (the default) or shadow (evaluated on live calls and recorded, not enforced)", tool)
 	}
 	return o, nil
 }

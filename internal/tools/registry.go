@@ -75,6 +75,13 @@ type Tool struct {
 	// Cheatsheet is markdown an agent reads before it writes with the tool
 	// (served at gatehouse://tools/<name>/cheatsheet); "" when it has none.
 	Cheatsheet string
+	// Shadow is the tool as a shadow rule of the policy file declares it
+	// (mode: shadow): not enforced, but every live call is decided under
+	// it too, and what it would have decided is recorded when it differs.
+	// ShadowRule identifies the rule (a hash of that declaration), set by
+	// the registry. nil and "" without one.
+	Shadow     *Tool
+	ShadowRule string
 
 	compiled *jsonschema.Schema
 }
@@ -128,7 +135,9 @@ func WorkspaceOf(row db.Workspace) Workspace {
 }
 
 // Registry holds the declarations by name, and the action classes they
-// are classified into. The built-in declarations are fixed at start; the
+// are classified into. The built-in declarations are fixed at start, as
+// the policy file overrides them (declared again in one snapshot when it
+// is reloaded: ReplacePolicy); the
 // tools of an MCP upstream are declared when Gatehouse lists them (at start
 // and on an admin's refresh), each time as a whole new set for that
 // upstream, so a caller always reads one consistent snapshot.
@@ -136,8 +145,16 @@ type Registry struct {
 	classes *policy.ClassRegistry
 	mu      sync.Mutex // serialises replacements
 	cur     atomic.Pointer[registryState]
+	// base are the declarations the registry was made with (the built-in
+	// tools), by name: a policy file's overrides apply to them, so a
+	// reload that drops an override gives the tool back its own.
+	base      map[string]*Tool
+	baseNames []string
 	// changed are told after a replacement changed the declarations.
 	changed []func()
+	// refuseDeclarations: the policy file refuses caller tools declared
+	// on the fly (caller.go).
+	refuseDeclarations atomic.Bool
 }
 
 // OnChange has f called (in the replacing goroutine, after the new
@@ -192,6 +209,7 @@ func declarationsHash(tools []*Tool) (string, error) {
 		Upstream            string `json:",omitempty"`
 		Cheatsheet          string `json:",omitempty"`
 		Caller              bool   `json:",omitempty"`
+		ShadowRule          string `json:",omitempty"`
 	}
 	out := make([]decl, len(tools))
 	for i, t := range tools {
@@ -199,7 +217,7 @@ func declarationsHash(tools []*Tool) (string, error) {
 		d := decl{Name: t.Name, Description: t.Description, Effect: t.Effect, Schema: t.Schema, Authority: c.Authority, Risk: c.Risk,
 			ActionClass: c.ActionClass, ActionClasses: c.ActionClasses, IdempotencyRequired: c.Idempotency.Required,
 			IdempotencyWindow: c.Idempotency.Window, RateLimits: c.RateLimits, Retention: c.Retention, Constraints: c.Constraints, Outside: t.Outside(),
-			Upstream: t.Upstream, Cheatsheet: t.Cheatsheet, Caller: t.Caller}
+			Upstream: t.Upstream, Cheatsheet: t.Cheatsheet, Caller: t.Caller, ShadowRule: t.ShadowRule}
 		d.Gating.Required, d.Gating.Threshold, d.Gating.ApproverRole, d.Gating.Window = c.Gating.Required, c.Gating.Threshold, c.Gating.ApproverRole, c.Gating.Window
 		d.Gating.EscalateAfter, d.Gating.EscalateTo, d.Gating.Quorum = c.Gating.Escalation.After, c.Gating.Escalation.To, c.Gating.Quorum
 		out[i] = d
@@ -225,6 +243,7 @@ func NewRegistry(classes *policy.ClassRegistry, decls ...Tool) (*Registry, error
 	if err != nil {
 		return nil, err
 	}
+	r.base, r.baseNames = st.byName, st.names
 	r.cur.Store(st)
 	return r, nil
 }
@@ -288,6 +307,25 @@ func (r *Registry) prepare(d Tool) (*Tool, error) {
 	}
 	if d.compiled, err = c.Compile(url); err != nil {
 		return nil, fmt.Errorf("tools: %s schema: %w", d.Name, err)
+	}
+	d.ShadowRule = ""
+	if d.Shadow != nil {
+		// The shadow rule's declaration, checked as any is; a hash of it
+		// names the rule, so that its counts start again when it changes.
+		sd := *d.Shadow
+		sd.Shadow, sd.compiled = nil, nil
+		if sd.Name != d.Name {
+			return nil, fmt.Errorf("tools: %s: its shadow rule declares %s", d.Name, sd.Name)
+		}
+		shadow, err := r.prepare(sd)
+		if err != nil {
+			return nil, fmt.Errorf("tools: %s (mode: shadow): %s", d.Name, strings.TrimPrefix(err.Error(), "tools: "))
+		}
+		h, err := declarationsHash([]*Tool{shadow})
+		if err != nil {
+			return nil, err
+		}
+		d.Shadow, d.ShadowRule = shadow, h[:16]
 	}
 	return &d, nil
 }
@@ -404,6 +442,9 @@ func (t *Tool) ValidateArguments(args json.RawMessage) error {
 			field += "." + strings.ReplaceAll(loc, "/", ".")
 		}
 		msg := u.Error.String()
+		if msg == "'allOf' failed" {
+			continue // its parts name what failed (a declared tool's two schemas)
+		}
 		// "missing property 'key'" belongs to the missing field itself.
 		after, ok := strings.CutPrefix(msg, "missing property ")
 		if !ok {

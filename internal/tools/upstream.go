@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -319,6 +320,11 @@ type Forwarder interface {
 // effect; and it is forwarded only while the upstream's live definition
 // is that one too (Forward).
 func DeclareUpstream(cfg UpstreamConfig, u UpstreamTool, fw Forwarder) (Tool, error) {
+	if o := cfg.Tools[u.Name]; o.Shadow() {
+		// A shadow rule: declared as if the file said nothing of the tool,
+		// with the override as its shadow (Tool.Shadow).
+		return declareUpstreamShadow(cfg, u, fw, o)
+	}
 	hash, err := u.DefinitionHash()
 	if err != nil {
 		return Tool{}, err
@@ -430,4 +436,24 @@ func upstreamReversibility(o UpstreamOverride, c UpstreamClass) string {
 		return NoneViaTools + ". " + r
 	}
 	return r
+}
+
+// declareUpstreamShadow declares an upstream tool whose override is a
+// shadow rule: enforced without it, decided under it as its shadow.
+func declareUpstreamShadow(cfg UpstreamConfig, u UpstreamTool, fw Forwarder, o UpstreamOverride) (Tool, error) {
+	enforced, shadowed := cfg, cfg
+	enforced.Tools, shadowed.Tools = maps.Clone(cfg.Tools), maps.Clone(cfg.Tools)
+	delete(enforced.Tools, u.Name)
+	o.Mode = ""
+	shadowed.Tools[u.Name] = o
+	t, err := DeclareUpstream(enforced, u, fw)
+	if err != nil {
+		return Tool{}, err
+	}
+	s, err := DeclareUpstream(shadowed, u, fw)
+	if err != nil {
+		return Tool{}, err
+	}
+	t.Shadow = &s
+	return t, nil
 }

@@ -116,6 +116,51 @@ func (e ApprovalFatigueToolsSuggestion) Valid() bool {
 	}
 }
 
+// Defines values for CallerDeclarationAuthority.
+const (
+	CallerDeclarationAuthorityIrreversible       CallerDeclarationAuthority = "irreversible"
+	CallerDeclarationAuthorityRead               CallerDeclarationAuthority = "read"
+	CallerDeclarationAuthorityWriteIdempotent    CallerDeclarationAuthority = "write-idempotent"
+	CallerDeclarationAuthorityWriteNonIdempotent CallerDeclarationAuthority = "write-non-idempotent"
+)
+
+// Valid indicates whether the value is a known member of the CallerDeclarationAuthority enum.
+func (e CallerDeclarationAuthority) Valid() bool {
+	switch e {
+	case CallerDeclarationAuthorityIrreversible:
+		return true
+	case CallerDeclarationAuthorityRead:
+		return true
+	case CallerDeclarationAuthorityWriteIdempotent:
+		return true
+	case CallerDeclarationAuthorityWriteNonIdempotent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CallerDeclarationEffect.
+const (
+	CallerDeclarationEffectDestructive CallerDeclarationEffect = "destructive"
+	CallerDeclarationEffectMutate      CallerDeclarationEffect = "mutate"
+	CallerDeclarationEffectRead        CallerDeclarationEffect = "read"
+)
+
+// Valid indicates whether the value is a known member of the CallerDeclarationEffect enum.
+func (e CallerDeclarationEffect) Valid() bool {
+	switch e {
+	case CallerDeclarationEffectDestructive:
+		return true
+	case CallerDeclarationEffectMutate:
+		return true
+	case CallerDeclarationEffectRead:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConstraintBoundKind.
 const (
 	ConstraintBoundKindDomainAllowlist    ConstraintBoundKind = "domain_allowlist"
@@ -1619,6 +1664,31 @@ type ApprovalFatigue struct {
 // ApprovalFatigueToolsSuggestion defines model for ApprovalFatigue.Tools.Suggestion.
 type ApprovalFatigueToolsSuggestion string
 
+// CallerDeclaration A caller's own tool, declared with its call (docs/caller-tools.md).
+type CallerDeclaration struct {
+	// ActionClass A registered action class; by default read.context for a read and tool.call.local for a change.
+	ActionClass *string `json:"action_class,omitempty"`
+
+	// Authority Fits the effect: read for read; write-idempotent or write-non-idempotent for mutate; write-non-idempotent or irreversible for destructive. write-non-idempotent and irreversible calls need an idempotency key.
+	Authority CallerDeclarationAuthority `json:"authority"`
+
+	// Description What the tool does, shown to the person who may be asked.
+	Description string                  `json:"description"`
+	Effect      CallerDeclarationEffect `json:"effect"`
+
+	// Name The call's tool again (optional; 422 naming declaration.name when it differs).
+	Name *string `json:"name,omitempty"`
+
+	// Schema The JSON Schema of the arguments (type: object, at most 64 KiB; nothing outside it is loaded); any object when absent.
+	Schema *map[string]interface{} `json:"schema,omitempty"`
+}
+
+// CallerDeclarationAuthority Fits the effect: read for read; write-idempotent or write-non-idempotent for mutate; write-non-idempotent or irreversible for destructive. write-non-idempotent and irreversible calls need an idempotency key.
+type CallerDeclarationAuthority string
+
+// CallerDeclarationEffect defines model for CallerDeclaration.Effect.
+type CallerDeclarationEffect string
+
 // ConstraintBound defines model for ConstraintBound.
 type ConstraintBound struct {
 	Amount *float32            `json:"amount,omitempty"`
@@ -2071,6 +2141,9 @@ type Proposal struct {
 	CreatedAt      time.Time           `json:"created_at"`
 	Decision       *Decision           `json:"decision,omitempty"`
 
+	// Declaration The tool as its caller declared it with the call (absent for a tool the registry declares).
+	Declaration *CallerDeclaration `json:"declaration,omitempty"`
+
 	// Disposition The scope gate's verdict: auto-run, auto-apply or propose in a conversation; auto or confirm in a notebook (gated is reserved and handled like confirm).
 	Disposition ProposalDisposition `json:"disposition"`
 
@@ -2438,6 +2511,9 @@ type ToolCall struct {
 	// Confirm ADR-036. From a user token acting on the caller's own conversation or notebook, stands in for the owner's confirm card: a call that waits only for the owner runs at once (audited as confirmed by the owner). It never replaces an approver, a witness or the principal on a human-only call; from an agent token it grants nothing. When it granted nothing the response says confirm_ignored with the reason.
 	Confirm *bool `json:"confirm,omitempty"`
 
+	// Declaration Declares the caller's own tool with the call (docs/caller-tools.md): the call is decided, held and recorded under it like a call of a caller tool the policy file declares, and its answer carries the execution ticket when it may run. The name must be in dot notation and no tool Gatehouse runs, nor in the group of one (422 naming tool). Where the policy file declares the name, the declaration can only tighten it: a looser effect, authority or action class is 422 naming declaration.effect, declaration.authority or declaration.action_class; a stricter one applies to this call, and the arguments must fit both schemas. A policy file with caller_declarations: refuse refuses every declaration (403 naming declaration).
+	Declaration *CallerDeclaration `json:"declaration,omitempty"`
+
 	// IdempotencyKey Or the Idempotency-Key header. 16–64 of A–Z a–z 0–9 _ -. Required for write-non-idempotent and irreversible tools (400 without). A key belongs to the calling token. A replay of the same request inside the tool's window gets the first response (header Idempotent-Replayed: true) and runs nothing; the same key with a different request is 422; while the first is still running, 409 with Retry-After; after the key's lease, a retry gets the recorded call's real state.
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 
@@ -2656,6 +2732,9 @@ type ProposeToolCallJSONBody struct {
 	// Confirm ADR-036. From a user token acting on the caller's own conversation or notebook, stands in for the owner's confirm card: a call that waits only for the owner runs at once (audited as confirmed by the owner). It never replaces an approver, a witness or the principal on a human-only call; from an agent token it grants nothing. When it granted nothing the response says confirm_ignored with the reason.
 	Confirm *bool `json:"confirm,omitempty"`
 
+	// Declaration Declares the caller's own tool with the call (docs/caller-tools.md): the call is decided, held and recorded under it like a call of a caller tool the policy file declares, and its answer carries the execution ticket when it may run. The name must be in dot notation and no tool Gatehouse runs, nor in the group of one (422 naming tool). Where the policy file declares the name, the declaration can only tighten it: a looser effect, authority or action class is 422 naming declaration.effect, declaration.authority or declaration.action_class; a stricter one applies to this call, and the arguments must fit both schemas. A policy file with caller_declarations: refuse refuses every declaration (403 naming declaration).
+	Declaration *CallerDeclaration `json:"declaration,omitempty"`
+
 	// IdempotencyKey Or the Idempotency-Key header. 16–64 of A–Z a–z 0–9 _ -. Required for write-non-idempotent and irreversible tools (400 without). A key belongs to the calling token. A replay of the same request inside the tool's window gets the first response (header Idempotent-Replayed: true) and runs nothing; the same key with a different request is 422; while the first is still running, 409 with Retry-After; after the key's lease, a retry gets the recorded call's real state.
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 
@@ -2786,6 +2865,9 @@ type ProposeNotebookCellJSONBody struct {
 
 	// Confirm ADR-036. From a user token acting on the caller's own conversation or notebook, stands in for the owner's confirm card: a call that waits only for the owner runs at once (audited as confirmed by the owner). It never replaces an approver, a witness or the principal on a human-only call; from an agent token it grants nothing. When it granted nothing the response says confirm_ignored with the reason.
 	Confirm *bool `json:"confirm,omitempty"`
+
+	// Declaration Declares the caller's own tool with the call (docs/caller-tools.md): the call is decided, held and recorded under it like a call of a caller tool the policy file declares, and its answer carries the execution ticket when it may run. The name must be in dot notation and no tool Gatehouse runs, nor in the group of one (422 naming tool). Where the policy file declares the name, the declaration can only tighten it: a looser effect, authority or action class is 422 naming declaration.effect, declaration.authority or declaration.action_class; a stricter one applies to this call, and the arguments must fit both schemas. A policy file with caller_declarations: refuse refuses every declaration (403 naming declaration).
+	Declaration *CallerDeclaration `json:"declaration,omitempty"`
 
 	// IdempotencyKey Or the Idempotency-Key header. 16–64 of A–Z a–z 0–9 _ -. Required for write-non-idempotent and irreversible tools (400 without). A key belongs to the calling token. A replay of the same request inside the tool's window gets the first response (header Idempotent-Replayed: true) and runs nothing; the same key with a different request is 422; while the first is still running, 409 with Retry-After; after the key's lease, a retry gets the recorded call's real state.
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
@@ -4334,8 +4416,8 @@ type ClientInterface interface {
 
 	// ReportOutcomeWithBody Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 	//
-	// A caller-executed tool (the policy file's caller_tools) is never run
-	// by Gatehouse: when its call may run, the answer carries an
+	// A caller-executed tool (the policy file's caller_tools, or one the
+	// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 	// execution_ticket bound to the call, its arguments, the proposing
 	// token and an expiry (ticket_expires_at). The caller runs the tool
 	// and reports here once: the call becomes applied or failed, with its
@@ -4352,8 +4434,8 @@ type ClientInterface interface {
 
 	// ReportOutcome Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 	//
-	// A caller-executed tool (the policy file's caller_tools) is never run
-	// by Gatehouse: when its call may run, the answer carries an
+	// A caller-executed tool (the policy file's caller_tools, or one the
+	// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 	// execution_ticket bound to the call, its arguments, the proposing
 	// token and an expiry (ticket_expires_at). The caller runs the tool
 	// and reports here once: the call becomes applied or failed, with its
@@ -5747,8 +5829,8 @@ func (c *Client) ApplyProposal(ctx context.Context, id string, body ApplyProposa
 
 // ReportOutcomeWithBody Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 //
-// A caller-executed tool (the policy file's caller_tools) is never run
-// by Gatehouse: when its call may run, the answer carries an
+// A caller-executed tool (the policy file's caller_tools, or one the
+// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 // execution_ticket bound to the call, its arguments, the proposing
 // token and an expiry (ticket_expires_at). The caller runs the tool
 // and reports here once: the call becomes applied or failed, with its
@@ -5775,8 +5857,8 @@ func (c *Client) ReportOutcomeWithBody(ctx context.Context, id string, contentTy
 
 // ReportOutcome Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 //
-// A caller-executed tool (the policy file's caller_tools) is never run
-// by Gatehouse: when its call may run, the answer carries an
+// A caller-executed tool (the policy file's caller_tools, or one the
+// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 // execution_ticket bound to the call, its arguments, the proposing
 // token and an expiry (ticket_expires_at). The caller runs the tool
 // and reports here once: the call becomes applied or failed, with its
@@ -9498,8 +9580,8 @@ type ClientWithResponsesInterface interface {
 
 	// ReportOutcomeWithBodyWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 	//
-	// A caller-executed tool (the policy file's caller_tools) is never run
-	// by Gatehouse: when its call may run, the answer carries an
+	// A caller-executed tool (the policy file's caller_tools, or one the
+	// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 	// execution_ticket bound to the call, its arguments, the proposing
 	// token and an expiry (ticket_expires_at). The caller runs the tool
 	// and reports here once: the call becomes applied or failed, with its
@@ -9516,8 +9598,8 @@ type ClientWithResponsesInterface interface {
 
 	// ReportOutcomeWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 	//
-	// A caller-executed tool (the policy file's caller_tools) is never run
-	// by Gatehouse: when its call may run, the answer carries an
+	// A caller-executed tool (the policy file's caller_tools, or one the
+	// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 	// execution_ticket bound to the call, its arguments, the proposing
 	// token and an expiry (ticket_expires_at). The caller runs the tool
 	// and reports here once: the call becomes applied or failed, with its
@@ -13560,8 +13642,8 @@ func (c *ClientWithResponses) ApplyProposalWithResponse(ctx context.Context, id 
 
 // ReportOutcomeWithBodyWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 //
-// A caller-executed tool (the policy file's caller_tools) is never run
-// by Gatehouse: when its call may run, the answer carries an
+// A caller-executed tool (the policy file's caller_tools, or one the
+// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 // execution_ticket bound to the call, its arguments, the proposing
 // token and an expiry (ticket_expires_at). The caller runs the tool
 // and reports here once: the call becomes applied or failed, with its
@@ -13584,8 +13666,8 @@ func (c *ClientWithResponses) ReportOutcomeWithBodyWithResponse(ctx context.Cont
 
 // ReportOutcomeWithResponse Report the outcome of a caller-executed call run with its execution ticket (the proposing token)
 //
-// A caller-executed tool (the policy file's caller_tools) is never run
-// by Gatehouse: when its call may run, the answer carries an
+// A caller-executed tool (the policy file's caller_tools, or one the
+// caller declared with the call) is never run by Gatehouse: when its call may run, the answer carries an
 // execution_ticket bound to the call, its arguments, the proposing
 // token and an expiry (ticket_expires_at). The caller runs the tool
 // and reports here once: the call becomes applied or failed, with its

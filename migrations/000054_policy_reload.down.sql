@@ -1,0 +1,2 @@
+DROP TABLE policy_file_settings;
+DROP TABLE policy_instances;

@@ -1,0 +1,142 @@
+//go:build node
+
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The TypeScript client (clients/typescript) and the LangGraph example
+// (examples/langgraph) against a real Gatehouse, on the Node.js that npm
+// installs into each as the pinned `node` package: `make gate-clients`
+// runs `npm ci` in both, then these tests.
+
+// nodeIn runs the Node.js installed in dir (relative to the repository)
+// with args and env, in dir; it returns the combined output and fails the
+// test when node fails.
+func nodeIn(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	abs, err := filepath.Abs(filepath.Join("..", dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(abs, "node_modules", ".bin", "node")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("no Node.js in %s: run `make gate-clients` (npm ci there first): %v", abs, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = abs
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
+
+// The client's own suite (clients/typescript/test) through the real
+// server: a read runs at once, a write waits for the owner and runs with
+// their edit, a rejection, a timeout, an abort, a refusal, a failure and
+// a large result; then what Gatehouse recorded of them.
+func TestNode_TSClientGatesToolsTheAgentRunsItself(t *testing.T) {
+	t.Parallel()
+	e, agent, owner := gateEnv(t)
+	out := nodeIn(t, "clients/typescript", []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_AGENT_TOKEN=" + agent, "GATEHOUSE_OWNER_TOKEN=" + owner},
+		"--test", "test/gate.test.js")
+	if !strings.Contains(out, "# pass 6") || !strings.Contains(out, "# fail 0") {
+		t.Fatalf("the client's suite:\n%s", out)
+	}
+	for _, c := range []struct {
+		what, query string
+		want        int
+	}{
+		{"reads applied, each with one execution receipt", `SELECT count(*) FROM proposals p WHERE tool = 'shop.lookup_order' AND status = 'applied'
+			AND (SELECT count(*) FROM receipts r WHERE r.proposal_id = p.id AND r.kind = 'execution') = 1`, 2},
+		{"the refund the owner edited, applied as edited", `SELECT count(*) FROM proposals WHERE tool = 'shop.refund' AND status = 'applied'
+			AND apply_path = 'human' AND applied_arguments->>'amount' = '100' AND result->>'refunded' = '100'`, 1},
+		{"the rejected refund", `SELECT count(*) FROM proposals WHERE tool = 'shop.refund' AND status = 'rejected'`, 1},
+		{"the failure, reported", `SELECT count(*) FROM proposals WHERE tool = 'shop.lookup_order' AND status = 'failed' AND error = 'the shop database timed out'`, 1},
+		{"the large result, as its digest", `SELECT count(*) FROM proposals WHERE tool = 'shop.lookup_order' AND length(result->>'result_digest') = 64`, 1},
+		{"every refund with its own idempotency key", `SELECT count(DISTINCT key) FROM idempotency_keys WHERE tool = 'shop.refund'`, 4},
+		{"nothing reported by another path", `SELECT count(*) FROM audit_events WHERE action IN ('proposal.applied', 'proposal.failed')
+			AND data->>'tool' LIKE 'shop.%' AND data->>'reported_by' IS DISTINCT FROM 'caller'`, 0},
+	} {
+		if n := e.count(c.query); n != c.want {
+			t.Errorf("%s: %d, want %d", c.what, n, c.want)
+		}
+	}
+}
+
+// The LangGraph example (examples/langgraph/agent.mjs): an agent whose
+// two tools are wrapped with gate(), driven by a fake OpenAI-compatible
+// model. The read runs at once; the first refund waits for the owner's
+// approval, then runs once with its ticket and is recorded; the second is
+// rejected and the model reads the rejection as the tool's error.
+func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t *testing.T) {
+	t.Parallel()
+	e, agent, owner := gateEnv(t)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "LangGraph"})
+	convID := conv["id"].(string)
+	model := newFakeCompletions(t,
+		fakeTurn{calls: []fakeCall{{"call_1", "lookup_order", `{"order":"A-1"}`}}},
+		fakeTurn{calls: []fakeCall{{"call_2", "refund", `{"order":"A-1","amount":30}`}}},
+		fakeTurn{calls: []fakeCall{{"call_3", "refund", `{"order":"A-1","amount":999}`}}},
+		fakeTurn{text: "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected."},
+	)
+
+	decided := ownerDecidesRefunds(t, e, owner)
+
+	out := nodeIn(t, "examples/langgraph", []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_TOKEN=" + agent, "GATEHOUSE_CONVERSATION=" + convID,
+		"OPENAI_BASE_URL=" + model.URL, "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "GATEHOUSE_WAIT_MS=60000"}, "agent.mjs", "Refund order A-1.")
+	waitForOwner(t, decided, out, len(model.requests()))
+	var got struct {
+		Ran      []map[string]any `json:"ran"`
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &got); err != nil {
+		t.Fatalf("the agent's output: %v\n%s", err, out)
+	}
+	// Each tool ran once: the read, and the approved refund only.
+	if ran, _ := json.Marshal(got.Ran); string(ran) != `[{"order":"A-1","tool":"lookup_order"},{"amount":30,"order":"A-1","tool":"refund"}]` {
+		t.Fatalf("what the tools ran: %s", ran)
+	}
+	for _, c := range []struct {
+		what, query string
+	}{
+		{"the read, run at once", `SELECT count(*) FROM proposals WHERE tool = 'shop.lookup_order' AND status = 'applied' AND apply_path = 'auto'
+			AND result->>'state' = 'delivered'`},
+		{"the refund, run after the owner's approval and reported", `SELECT count(*) FROM proposals p WHERE tool = 'shop.refund' AND status = 'applied'
+			AND apply_path = 'human' AND result->>'refunded' = '30' AND caller_declaration->>'effect' = 'mutate'
+			AND (SELECT count(*) FROM receipts r WHERE r.proposal_id = p.id AND r.kind = 'execution') = 1
+			AND (SELECT count(*) FROM audit_events a WHERE a.subject_id = p.id::text AND a.action = 'proposal.applied' AND a.data->>'reported_by' = 'caller') = 1`},
+		{"the rejected refund", `SELECT count(*) FROM proposals WHERE tool = 'shop.refund' AND status = 'rejected' AND arguments->>'amount' = '999'`},
+	} {
+		if n := e.count(c.query); n != 1 {
+			t.Errorf("%s: %d", c.what, n)
+		}
+	}
+	// The model read the read's result, then the rejection in the words of
+	// GatehouseRejected.
+	reqs := model.requests()
+	if len(reqs) != 4 {
+		t.Fatalf("the model was asked %d times", len(reqs))
+	}
+	if r := toolResult(reqs[1], "call_1"); !strings.Contains(r, `"state":"delivered"`) {
+		t.Errorf("the lookup's result: %s", r)
+	}
+	if r := toolResult(reqs[2], "call_2"); !strings.Contains(r, `"refunded":30`) {
+		t.Errorf("the refund's result: %s", r)
+	}
+	if r := toolResult(reqs[3], "call_3"); !strings.Contains(r, "The user rejected the call of shop.refund") || !strings.Contains(r, "999 EUR is more than the order's total") {
+		t.Errorf("the rejection the model read: %s", r)
+	}
+}
