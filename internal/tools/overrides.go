@@ -62,9 +62,39 @@ func declareOverride(cur *Tool, name string, o UpstreamOverride) (Tool, error) {
 	return d, nil
 }
 
+// neverLoosens refuses an override that would call a built-in tool's
+// effect less than what its code does (records.put a read), or loosen a
+// destructive tool's path: its authority class, its risk or its human
+// gate lowered. Such a file is refused naming its line, and nothing of it
+// applies; a tool's limits, thresholds and constraints may still be set.
+func neverLoosens(cur *Tool, name string, o UpstreamOverride) error {
+	refuse := func(what string) error {
+		return fmt.Errorf("policy file: line %d: %s: %s would loosen it; an override of a built-in tool may only make it stricter", o.Line, name, what)
+	}
+	if o.Effect != "" && effectRank[o.Effect] < effectRank[cur.Effect] {
+		return refuse(fmt.Sprintf("effect %s (its code is %s)", o.Effect, cur.Effect))
+	}
+	if cur.Effect != policy.EffectDestructive {
+		return nil
+	}
+	c := cur.Contract
+	switch {
+	case o.Authority != "" && authorityRank[o.Authority] < authorityRank[c.Authority]:
+		return refuse(fmt.Sprintf("authority %s (a destructive tool, %s)", o.Authority, c.Authority))
+	case o.Risk != "" && riskRank[o.Risk] < riskRank[c.Risk]:
+		return refuse(fmt.Sprintf("risk %s (a destructive tool, %s)", o.Risk, c.Risk))
+	case o.HumanGated != nil && !*o.HumanGated && c.Gating.Required:
+		return refuse("human_gated: false (a destructive tool a person must approve)")
+	}
+	return nil
+}
+
 // overrideBuiltin is the declaration of the built-in tool cur (named
 // name) with what the file's override o says of it (see ApplyOverrides).
 func overrideBuiltin(cur *Tool, name string, o UpstreamOverride) (Tool, error) {
+	if err := neverLoosens(cur, name, o); err != nil {
+		return Tool{}, err
+	}
 	d := *cur
 	d.compiled, d.Shadow, d.ShadowRule = nil, nil, ""
 	c := &d.Contract

@@ -106,6 +106,17 @@ func TestApplyOverrides_RefusesWhatCannotHold(t *testing.T) {
 		"bad constraint":      {"tools:\n  webhook.post:\n    constraints:\n      - {kind: max_amount}\n", "line 4: webhook.post: constraint max_amount"},
 		"unknown constraint":  {"tools:\n  webhook.post:\n    constraints:\n      - {kind: sometimes}\n", "line 4:"},
 		"constraint key typo": {"tools:\n  webhook.post:\n    constraints:\n      - {kind: domain_allowlist, value: [a.example]}\n", `unknown key "value"`},
+		// Rules that would loosen a built-in tool's effect or a destructive
+		// tool's path (issue 28's bad input).
+		"a write called a read": {"tools:\n  records.put:\n    effect: read\n    authority: read\n    class_rationale: a test that should fail to load\n",
+			"line 2: records.put: effect read (its code is mutate) would loosen it"},
+		"a delete called a write": {"tools:\n  records.delete:\n    effect: mutate\n    authority: write-non-idempotent\n    class_rationale: a test that should fail to load\n",
+			"line 2: records.delete: effect mutate (its code is destructive) would loosen it"},
+		"a delete's class lowered": {"tools:\n  records.delete:\n    authority: write-non-idempotent\n    class_rationale: a test that should fail to load\n",
+			"line 2: records.delete: authority write-non-idempotent"},
+		"a delete's risk lowered": {"tools:\n  records.bulk_delete:\n    risk: medium\n    class_rationale: a test that should fail to load\n",
+			"line 2: records.bulk_delete: risk medium"},
+		"a payment ungated": {"tools:\n  payment.initiate:\n    human_gated: false\n", "line 2: payment.initiate: human_gated: false"},
 	} {
 		r, err := applied(t, c.doc)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
