@@ -5,17 +5,25 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gatehouse/gatehouse/internal/auth"
+	"github.com/gatehouse/gatehouse/internal/dbtest"
+	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/web"
 )
 
 // The TypeScript client (clients/typescript) and the LangGraph example
 // (examples/langgraph) against a real Gatehouse, on the Node.js that npm
-// installs into each as the pinned `node` package: `make gate-clients`
+// installs into each as the pinned `node` package: `make mcp-clients`
 // runs `npm ci` in both, then these tests.
 
 // nodeIn runs the Node.js installed in dir (relative to the repository)
@@ -83,7 +91,11 @@ func TestNode_TSClientGatesToolsTheAgentRunsItself(t *testing.T) {
 // rejected and the model reads the rejection as the tool's error.
 func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t *testing.T) {
 	t.Parallel()
-	e, agent, owner := gateEnv(t)
+	// Not CookieSecure: the owner's browser reaches the server over plain
+	// http.
+	e := newEnvConfig(t, dbtest.MustPool(t), builtinRegistry(t), web.Config{})
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
 	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "LangGraph"})
 	convID := conv["id"].(string)
 	model := newFakeCompletions(t,
@@ -93,7 +105,7 @@ func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t
 		fakeTurn{text: "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected."},
 	)
 
-	decided := ownerDecidesRefunds(t, e, owner)
+	decided := ownerDecidesRefundsInTheBrowser(t, e, convID)
 
 	out := nodeIn(t, "examples/langgraph", []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_TOKEN=" + agent, "GATEHOUSE_CONVERSATION=" + convID,
 		"OPENAI_BASE_URL=" + model.URL, "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "GATEHOUSE_WAIT_MS=60000"}, "agent.mjs", "Refund order A-1.")
@@ -139,4 +151,85 @@ func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t
 	if r := toolResult(reqs[3], "call_3"); !strings.Contains(r, "The user rejected the call of shop.refund") || !strings.Contains(r, "999 EUR is more than the order's total") {
 		t.Errorf("the rejection the model read: %s", r)
 	}
+}
+
+// builtinRegistry is the built-in tools.
+func builtinRegistry(t *testing.T) *tools.Registry {
+	t.Helper()
+	r, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// ownerDecidesRefundsInTheBrowser is ownerDecidesRefunds done as a person
+// does it: signed in in Chromium, on the conversation's page, the owner
+// approves the first shop.refund card (which must have no receipt
+// before: nothing ran) and rejects the second with a reason, by clicking
+// the cards' buttons.
+func ownerDecidesRefundsInTheBrowser(t *testing.T, e *env, convID string) <-chan string {
+	t.Helper()
+	b := chromium(t)
+	browserStep(t, b, "sign in as the owner",
+		chromedp.Navigate(e.url+"/signin"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=email]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), "owner@example.com"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), password),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`input[name=password]`)),
+	)
+	decided := make(chan string, 2)
+	go func() {
+		seen := map[string]bool{}
+		for len(seen) < 2 {
+			select {
+			case <-t.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			var id string
+			var receipts int
+			err := e.pool.QueryRow(t.Context(), `SELECT p.id::text, (SELECT count(*) FROM receipts r WHERE r.proposal_id = p.id)
+				FROM proposals p WHERE p.tool = 'shop.refund' AND p.status = 'pending' ORDER BY p.created_at LIMIT 1`).Scan(&id, &receipts)
+			if err != nil || seen[id] {
+				continue
+			}
+			seen[id] = true
+			card := "#proposal-" + id
+			ctx, cancel := context.WithTimeout(b, 20*time.Second)
+			var status string
+			if len(seen) == 1 {
+				if receipts != 0 {
+					cancel()
+					decided <- "the refund had a receipt before its approval"
+					return
+				}
+				err = chromedp.Do(ctx, chromedp.Navigate(e.url+"/conversations/"+convID),
+					chromedp.WaitVisible(chromedp.CSS(card+` [data-testid=approve]`)),
+					chromedp.Click(chromedp.CSS(card+` [data-testid=approve]`)),
+					chromedp.WaitNotPresent(chromedp.CSS(card+` [data-testid=approve]`)))
+				e.pool.QueryRow(t.Context(), `SELECT status FROM proposals WHERE id = $1`, id).Scan(&status)
+				if err == nil && (status == "applying" || status == "applied") { // applied once the agent reported
+					decided <- "approve 202 applying" // in waitForOwner's words
+				} else {
+					decided <- fmt.Sprintf("approve in the browser: %v, status %s", err, status)
+				}
+			} else {
+				err = chromedp.Do(ctx, chromedp.Navigate(e.url+"/conversations/"+convID),
+					chromedp.WaitVisible(chromedp.CSS(card+` [data-testid=reject-reason]`)),
+					chromedp.SendKeys(chromedp.CSS(card+` [data-testid=reject-reason]`), "999 EUR is more than the order's total"),
+					chromedp.Click(chromedp.CSS(card+` [data-testid=reject]`)),
+					chromedp.WaitNotPresent(chromedp.CSS(card+` [data-testid=reject]`)))
+				e.pool.QueryRow(t.Context(), `SELECT status FROM proposals WHERE id = $1`, id).Scan(&status)
+				if err == nil && status == "rejected" {
+					decided <- "reject 200 rejected"
+				} else {
+					decided <- fmt.Sprintf("reject in the browser: %v, status %s", err, status)
+				}
+			}
+			cancel()
+		}
+	}()
+	return decided
 }
