@@ -23,10 +23,11 @@ e2e: ensure-postgres ensure-chromium ## run the browser tests in headless Chromi
 	$(GO) test -race -count=1 -tags e2e -run 'Browser' ./...
 
 .PHONY: mcp-clients
-mcp-clients: ensure-postgres ensure-npm ensure-chromium ## the official TypeScript MCP client (two instances behind a round-robin balancer, OAuth through the consent page in Chromium), the MCP conformance suite, the TypeScript gate() client and the LangGraph example, against a real server
+mcp-clients: ensure-postgres ensure-npm ensure-chromium ## the official TypeScript MCP client (two instances behind a round-robin balancer, OAuth through the consent page in Chromium), the MCP conformance suite, the TypeScript gate() client, the LangGraph and the OpenAI Agents SDK examples, against a real server
 	cd web/testdata/node && npm ci --no-audit --no-fund --loglevel=error
 	cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run --silent typecheck
 	cd examples/langgraph && npm ci --no-audit --no-fund --loglevel=error
+	cd examples/openai-agents && npm ci --no-audit --no-fund --loglevel=error
 	$(GO) test -race -count=1 -tags node -run 'Node' ./web/
 
 .PHONY: screenshots

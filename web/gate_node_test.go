@@ -21,10 +21,11 @@ import (
 	"github.com/gatehouse/gatehouse/web"
 )
 
-// The TypeScript client (clients/typescript) and the LangGraph example
-// (examples/langgraph) against a real Gatehouse, on the Node.js that npm
-// installs into each as the pinned `node` package: `make mcp-clients`
-// runs `npm ci` in both, then these tests.
+// The TypeScript client (clients/typescript), the LangGraph example
+// (examples/langgraph) and the OpenAI Agents SDK example
+// (examples/openai-agents) against a real Gatehouse, on the Node.js that
+// npm installs into each as the pinned `node` package: `make mcp-clients`
+// runs `npm ci` in each, then these tests.
 
 // nodeIn runs the Node.js installed in dir (relative to the repository)
 // with args and env, in dir; it returns the combined output and fails the
@@ -37,7 +38,7 @@ func nodeIn(t *testing.T, dir string, env []string, args ...string) string {
 	}
 	bin := filepath.Join(abs, "node_modules", ".bin", "node")
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("no Node.js in %s: run `make gate-clients` (npm ci there first): %v", abs, err)
+		t.Fatalf("no Node.js in %s: run `make mcp-clients` (npm ci there first): %v", abs, err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
@@ -141,6 +142,84 @@ func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t
 	reqs := model.requests()
 	if len(reqs) != 4 {
 		t.Fatalf("the model was asked %d times", len(reqs))
+	}
+	if r := toolResult(reqs[1], "call_1"); !strings.Contains(r, `"state":"delivered"`) {
+		t.Errorf("the lookup's result: %s", r)
+	}
+	if r := toolResult(reqs[2], "call_2"); !strings.Contains(r, `"refunded":30`) {
+		t.Errorf("the refund's result: %s", r)
+	}
+	if r := toolResult(reqs[3], "call_3"); !strings.Contains(r, "The user rejected the call of shop.refund") || !strings.Contains(r, "999 EUR is more than the order's total") {
+		t.Errorf("the rejection the model read: %s", r)
+	}
+}
+
+// The OpenAI Agents SDK example (examples/openai-agents/agent.mjs): the
+// same two tools wrapped with gate(), as the SDK's function tools, on a
+// Chat Completions model at the fake endpoint with tracing off. The read
+// runs at once; the first refund runs once only after the owner approves
+// its card in the browser and is recorded; the second is rejected and the
+// model reads the rejection as the tool's output.
+func TestNode_OpenAIAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t *testing.T) {
+	t.Parallel()
+	e := newEnvConfig(t, dbtest.MustPool(t), builtinRegistry(t), web.Config{})
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "OpenAI Agents"})
+	convID := conv["id"].(string)
+	model := newFakeCompletions(t,
+		fakeTurn{calls: []fakeCall{{"call_1", "lookup_order", `{"order":"A-1"}`}}},
+		fakeTurn{calls: []fakeCall{{"call_2", "refund", `{"order":"A-1","amount":30}`}}},
+		fakeTurn{calls: []fakeCall{{"call_3", "refund", `{"order":"A-1","amount":999}`}}},
+		fakeTurn{text: "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected."},
+	)
+
+	decided := ownerDecidesRefundsInTheBrowser(t, e, convID)
+
+	out := nodeIn(t, "examples/openai-agents", []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_TOKEN=" + agent, "GATEHOUSE_CONVERSATION=" + convID,
+		"OPENAI_BASE_URL=" + model.URL, "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "GATEHOUSE_WAIT_MS=60000"}, "agent.mjs", "Refund order A-1.")
+	waitForOwner(t, decided, out, len(model.requests()))
+	var got struct {
+		Ran   []map[string]any `json:"ran"`
+		Final string           `json:"final"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:]), &got); err != nil {
+		t.Fatalf("the agent's output: %v\n%s", err, out)
+	}
+	// Each tool ran once: the read, and the approved refund only.
+	if ran, _ := json.Marshal(got.Ran); string(ran) != `[{"order":"A-1","tool":"lookup_order"},{"amount":30,"order":"A-1","tool":"refund"}]` {
+		t.Fatalf("what the tools ran: %s", ran)
+	}
+	if got.Final != "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected." {
+		t.Errorf("the agent's final output: %q", got.Final)
+	}
+	for _, c := range []struct {
+		what, query string
+	}{
+		{"the read, run at once", `SELECT count(*) FROM proposals WHERE tool = 'shop.lookup_order' AND status = 'applied' AND apply_path = 'auto'
+			AND result->>'state' = 'delivered'`},
+		{"the refund, run after the owner's approval and reported", `SELECT count(*) FROM proposals p WHERE tool = 'shop.refund' AND status = 'applied'
+			AND apply_path = 'human' AND result->>'refunded' = '30' AND caller_declaration->>'effect' = 'mutate'
+			AND (SELECT count(*) FROM receipts r WHERE r.proposal_id = p.id AND r.kind = 'execution') = 1
+			AND (SELECT count(*) FROM audit_events a WHERE a.subject_id = p.id::text AND a.action = 'proposal.applied' AND a.data->>'reported_by' = 'caller') = 1`},
+		{"the rejected refund", `SELECT count(*) FROM proposals WHERE tool = 'shop.refund' AND status = 'rejected' AND arguments->>'amount' = '999'`},
+	} {
+		if n := e.count(c.query); n != 1 {
+			t.Errorf("%s: %d", c.what, n)
+		}
+	}
+	// The model was asked over Chat Completions without streaming, saw
+	// both tools, read the read's result, then the rejection in the words
+	// of GatehouseRejected.
+	reqs := model.requests()
+	if len(reqs) != 4 {
+		t.Fatalf("the model was asked %d times", len(reqs))
+	}
+	if reqs[0]["model"] != "fake-model" || reqs[0]["stream"] == true {
+		t.Errorf("the first request: model %v, stream %v", reqs[0]["model"], reqs[0]["stream"])
+	}
+	if tools, _ := reqs[0]["tools"].([]any); len(tools) != 2 {
+		t.Errorf("the tools the model was offered: %v", reqs[0]["tools"])
 	}
 	if r := toolResult(reqs[1], "call_1"); !strings.Contains(r, `"state":"delivered"`) {
 		t.Errorf("the lookup's result: %s", r)
