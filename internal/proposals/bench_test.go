@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gatehouse/gatehouse/internal/proposals"
+	"github.com/gatehouse/gatehouse/internal/tools"
 )
 
 // BenchmarkPropose_AutoRunRead is the whole propose → apply path for a
@@ -12,7 +13,21 @@ import (
 // rows), record the proposal, its transcript line and audit row, claim,
 // run and record the result.
 func BenchmarkPropose_AutoRunRead(b *testing.B) {
-	f := newFixture(b)
+	// Thousands of calls from one token: far above the read class's default
+	// limit per agent (120 a minute), raised as an operator's file would.
+	registry, err := tools.Builtin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	file, err := tools.ParsePolicyFile([]byte("tools:\n  records.search:\n    rate_limits: {per_agent_per_minute: 100000000}\n"),
+		registry.Classes(), func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := tools.ApplyOverrides(registry, file); err != nil {
+		b.Fatal(err)
+	}
+	f := newFixtureWith(b, registry)
 	ctx := context.Background()
 	conv, err := f.convs.Create(ctx, f.owner, "bench")
 	if err != nil {
