@@ -144,9 +144,15 @@ func (s *Server) listenOnce(ctx context.Context) error {
 			continue
 		}
 		if rest, ok := strings.CutPrefix(n.Payload, auth.TokenRevokedEvent); ok {
-			// Another instance revoked a token: stop believing it here too.
-			if id, err := uuid.Parse(rest); err == nil && s.auth != nil {
-				s.auth.ForgetToken(id)
+			// A token was revoked (here or on another instance): stop believing
+			// it, and end its MCP sessions' open streams.
+			if id, err := uuid.Parse(rest); err == nil {
+				if s.auth != nil {
+					s.auth.ForgetToken(id)
+				}
+				if s.gateway != nil {
+					s.gateway.ForgetToken(id) // end the MCP event streams it holds open
+				}
 			}
 			continue
 		}

@@ -255,6 +255,25 @@ func (g *Gateway) Forget(id string) {
 	}
 }
 
+// ForgetToken closes this instance's copies of the sessions a revoked
+// token opened: its requests are refused already (the token no longer
+// authenticates), and this ends the event streams it still holds open,
+// which would otherwise go on carrying notifications until the session
+// idled.
+func (g *Gateway) ForgetToken(id uuid.UUID) {
+	g.liveMu.Lock()
+	var gone []*session
+	for _, s := range g.live {
+		if s.token == id {
+			gone = append(gone, s)
+		}
+	}
+	g.liveMu.Unlock()
+	for _, s := range gone {
+		s.close()
+	}
+}
+
 // close ends this instance's copy of the session: from now on no request
 // is answered in it (a direct call included), and the SDK closes it.
 func (s *session) close() {
