@@ -92,25 +92,7 @@ func TestNode_TSClientGatesToolsTheAgentRunsItself(t *testing.T) {
 // rejected and the model reads the rejection as the tool's error.
 func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t *testing.T) {
 	t.Parallel()
-	// Not CookieSecure: the owner's browser reaches the server over plain
-	// http.
-	e := newEnvConfig(t, dbtest.MustPool(t), builtinRegistry(t), web.Config{})
-	e.user("owner@example.com", auth.RoleMember)
-	agent := e.token("owner@example.com", auth.TokenAgent)
-	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "LangGraph"})
-	convID := conv["id"].(string)
-	model := newFakeCompletions(t,
-		fakeTurn{calls: []fakeCall{{"call_1", "lookup_order", `{"order":"A-1"}`}}},
-		fakeTurn{calls: []fakeCall{{"call_2", "refund", `{"order":"A-1","amount":30}`}}},
-		fakeTurn{calls: []fakeCall{{"call_3", "refund", `{"order":"A-1","amount":999}`}}},
-		fakeTurn{text: "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected."},
-	)
-
-	decided := ownerDecidesRefundsInTheBrowser(t, e, convID)
-
-	out := nodeIn(t, "examples/langgraph", []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_TOKEN=" + agent, "GATEHOUSE_CONVERSATION=" + convID,
-		"OPENAI_BASE_URL=" + model.URL, "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "GATEHOUSE_WAIT_MS=60000"}, "agent.mjs", "Refund order A-1.")
-	waitForOwner(t, decided, out, len(model.requests()))
+	e, model, out := runRefundAgent(t, "examples/langgraph", "LangGraph")
 	var got struct {
 		Ran      []map[string]any `json:"ran"`
 		Messages []map[string]any `json:"messages"`
@@ -162,23 +144,7 @@ func TestNode_LangGraphAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t
 // model reads the rejection as the tool's output.
 func TestNode_OpenAIAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t *testing.T) {
 	t.Parallel()
-	e := newEnvConfig(t, dbtest.MustPool(t), builtinRegistry(t), web.Config{})
-	e.user("owner@example.com", auth.RoleMember)
-	agent := e.token("owner@example.com", auth.TokenAgent)
-	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "OpenAI Agents"})
-	convID := conv["id"].(string)
-	model := newFakeCompletions(t,
-		fakeTurn{calls: []fakeCall{{"call_1", "lookup_order", `{"order":"A-1"}`}}},
-		fakeTurn{calls: []fakeCall{{"call_2", "refund", `{"order":"A-1","amount":30}`}}},
-		fakeTurn{calls: []fakeCall{{"call_3", "refund", `{"order":"A-1","amount":999}`}}},
-		fakeTurn{text: "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected."},
-	)
-
-	decided := ownerDecidesRefundsInTheBrowser(t, e, convID)
-
-	out := nodeIn(t, "examples/openai-agents", []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_TOKEN=" + agent, "GATEHOUSE_CONVERSATION=" + convID,
-		"OPENAI_BASE_URL=" + model.URL, "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "GATEHOUSE_WAIT_MS=60000"}, "agent.mjs", "Refund order A-1.")
-	waitForOwner(t, decided, out, len(model.requests()))
+	e, model, out := runRefundAgent(t, "examples/openai-agents", "OpenAI Agents")
 	var got struct {
 		Ran   []map[string]any `json:"ran"`
 		Final string           `json:"final"`
@@ -230,6 +196,35 @@ func TestNode_OpenAIAgentsWriteWaitsForTheOwnerAndARejectionReachesTheModel(t *t
 	if r := toolResult(reqs[3], "call_3"); !strings.Contains(r, "The user rejected the call of shop.refund") || !strings.Contains(r, "999 EUR is more than the order's total") {
 		t.Errorf("the rejection the model read: %s", r)
 	}
+}
+
+// runRefundAgent runs the example agent in dir (its agent.mjs) against a
+// real server, in a new conversation titled title, with the fake model
+// asking for a lookup, a refund of 30 and one of 999, while the owner
+// approves the first refund and rejects the second in Chromium. It
+// returns the server, the model and the agent's output once both
+// decisions came. Not CookieSecure: the owner's browser reaches the
+// server over plain http.
+func runRefundAgent(t *testing.T, dir, title string) (*env, *fakeCompletions, string) {
+	t.Helper()
+	e := newEnvConfig(t, dbtest.MustPool(t), builtinRegistry(t), web.Config{})
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": title})
+	convID := conv["id"].(string)
+	model := newFakeCompletions(t,
+		fakeTurn{calls: []fakeCall{{"call_1", "lookup_order", `{"order":"A-1"}`}}},
+		fakeTurn{calls: []fakeCall{{"call_2", "refund", `{"order":"A-1","amount":30}`}}},
+		fakeTurn{calls: []fakeCall{{"call_3", "refund", `{"order":"A-1","amount":999}`}}},
+		fakeTurn{text: "Refunded 30 EUR on A-1; the refund of 999 EUR was rejected."},
+	)
+
+	decided := ownerDecidesRefundsInTheBrowser(t, e, convID)
+
+	out := nodeIn(t, dir, []string{"GATEHOUSE_URL=" + e.url, "GATEHOUSE_TOKEN=" + agent, "GATEHOUSE_CONVERSATION=" + convID,
+		"OPENAI_BASE_URL=" + model.URL, "OPENAI_API_KEY=sk-fake", "OPENAI_MODEL=fake-model", "GATEHOUSE_WAIT_MS=60000"}, "agent.mjs", "Refund order A-1.")
+	waitForOwner(t, decided, out, len(model.requests()))
+	return e, model, out
 }
 
 // builtinRegistry is the built-in tools.
