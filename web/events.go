@@ -122,14 +122,19 @@ func (s *Server) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+eventsChannel)
+	// Pins are trusted as read while changes to them are heard here
+	// (internal/mcp, checkPin), and read for every call while not.
+	s.upstreams.SetListening(true)
+	defer s.upstreams.SetListening(false)
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
 		if n.Payload == mcp.PinsChangedEvent {
-			// An admin accepted an upstream tool on some instance: show
-			// this instance's MCP sessions what they may call now.
+			// A pin changed on some instance (a definition seen, held,
+			// accepted): check calls against it, and show this instance's
+			// MCP sessions what they may call now.
 			if err := s.upstreams.ReloadPins(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("reloading upstream pins", "err", err)
 			}

@@ -66,6 +66,10 @@ type options struct {
 	// volumeKeep leaves the volume phase's database filled (and says
 	// where), to look into a slow page with EXPLAIN or a profile.
 	volumeKeep bool
+	// mcpOnly runs only the reads over REST and the MCP phases (no
+	// pgbench, write phases or micro-benchmarks), printing only: to look
+	// into the gateway's per-call cost.
+	mcpOnly bool
 	// upstream is the benchmark's upstream MCP server (-serve-upstream
 	// started it; the server's policy file names it "bench"); empty: the
 	// MCP phases are skipped.
@@ -91,6 +95,7 @@ func parseOptions(args []string) (options, error) {
 	fs.IntVar(&o.volume, "volume", 0, "also time every page on an empty database and on one filled to this many calls, with a server of its own (0: off; the issue's volume is 1000000)")
 	fs.BoolVar(&o.volumeOnly, "volume-only", false, "run only the volume phase (print only)")
 	fs.BoolVar(&o.volumeKeep, "volume-keep", false, "leave the volume phase's filled database on the cluster, and print its URL (with -volume-only)")
+	fs.BoolVar(&o.mcpOnly, "mcp-only", false, "run only the reads over REST and the MCP phases (print only)")
 	fs.StringVar(&o.upstream, "upstream", "", "the benchmark's upstream MCP server's URL, named \"bench\" in the server's policy file (empty: no MCP phases)")
 	fs.StringVar(&o.serveUpstream, "serve-upstream", "", "serve the benchmark's upstream MCP server, write its URL to this file, and do nothing else")
 	fs.StringVar(&o.doc, "doc", "", "write the report to this file (docs/performance.md)")
@@ -116,6 +121,8 @@ func parseOptions(args []string) (options, error) {
 		return o, fmt.Errorf("-volume must be 0 (off) or at least %d calls", minVolume)
 	case o.volumeOnly && (o.volume == 0 || o.doc != ""):
 		return o, errors.New("-volume-only needs -volume and prints only (no -doc)")
+	case o.mcpOnly && (o.upstream == "" || o.doc != "" || o.volumeOnly):
+		return o, errors.New("-mcp-only needs -upstream and prints only (no -doc, no -volume-only)")
 	case o.volumeKeep && !o.volumeOnly:
 		return o, errors.New("-volume-keep needs -volume-only")
 	}
@@ -158,6 +165,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(out, "%d cores (%s), %s, %s; %s per phase, %d clients\n\n", m.Cores, m.CPU, m.Postgres, m.Go, o.duration, o.clients)
+	if o.mcpOnly {
+		b := &bench{base: srv.url, pprof: srv.pprof, dbURL: acct.dbURL, agent: acct.agent, owner: acct.owner, pid: o.serverPID, out: out}
+		return b.phases(ctx, o, &report{machine: m, opts: o})
+	}
 
 	pgbench, err := findPgbench(o.pgbench)
 	if err != nil {

@@ -63,7 +63,19 @@ func serveUpstream(ctx context.Context, urlFile string) error {
 // mcpResult is what the MCP phases measured against issue 26's targets.
 type mcpResult struct {
 	direct, through, direct1, through1, getMCP row
-	getREST                                    row
+	// getREST and getRESTAgain are records.get over REST just before and
+	// just after getMCP: the verdict compares getMCP with their mean, so
+	// that the host's drift between phases is not taken for the gateway's
+	// cost (as pgbench runs before and after the phases).
+	getREST, getRESTAgain row
+}
+
+// restGetRate is REST's records.get calls/s around the MCP phase.
+func (m *mcpResult) restGetRate() float64 {
+	if m.getRESTAgain.Rate == 0 {
+		return m.getREST.Rate
+	}
+	return (m.getREST.Rate + m.getRESTAgain.Rate) / 2
 }
 
 // mcpSession opens an MCP session the way a client does (initialize, then
@@ -169,8 +181,9 @@ func (b *bench) mcpLoop(ctx context.Context, name string, clients int, d time.Du
 
 // mcpPhases runs the MCP phases in conversation conv (records.get's
 // seeded collection is there) and adds their rows to rep; restGet is the
-// REST records.get phase of the same run.
-func (b *bench) mcpPhases(ctx context.Context, o options, rep *report, conv string, restGet row) error {
+// REST records.get phase of the same run, just before, and restAgain runs
+// it again: records.get over MCP runs first, between the two.
+func (b *bench) mcpPhases(ctx context.Context, o options, rep *report, conv string, restGet row, restAgain func() row) error {
 	if o.upstream == "" {
 		fmt.Fprintln(b.out, "  (no -upstream: the MCP phases are skipped)")
 		return nil
@@ -185,6 +198,19 @@ func (b *bench) mcpPhases(ctx context.Context, o options, rep *report, conv stri
 	}
 	m := &mcpResult{getREST: restGet}
 	var err error
+	getMCP := func(_ int, i uint64) map[string]any {
+		return map[string]any{"collection": "lookup", "key": fmt.Sprintf("client-%02d", i%20), "rationale": "benchmark: read a client"}
+	}
+	if m.getMCP, err = b.mcpLoop(ctx, "records.get, through /mcp", n, o.duration, b.base+"/mcp", gate, "records.get", getMCP); err != nil {
+		return err
+	}
+	m.getMCP.Note = "records.get of a seeded record over MCP, between the REST row records.get, auto-run and the same again"
+	rep.phases = append(rep.phases, m.getMCP)
+	fmt.Fprintln(b.out, progress(m.getMCP))
+	m.getRESTAgain = restAgain()
+	m.getRESTAgain.Note = "records.get, auto-run again, right after records.get through /mcp"
+	rep.phases = append(rep.phases, m.getRESTAgain)
+	fmt.Fprintln(b.out, progress(m.getRESTAgain))
 	phases := []struct {
 		into           *row
 		name, note     string
@@ -197,10 +223,6 @@ func (b *bench) mcpPhases(ctx context.Context, o options, rep *report, conv stri
 		{&m.through, "upstream read, through /mcp", "the same tool through Gatehouse's /mcp (bench.lookup): decided, recorded, forwarded, recorded", n, b.base + "/mcp", "bench." + upstreamTool, gate, viaGate},
 		{&m.direct1, "upstream read, direct, single client", "one client", 1, o.upstream, upstreamTool, nil, lookup},
 		{&m.through1, "upstream read, through /mcp, single client", "one client", 1, b.base + "/mcp", "bench." + upstreamTool, gate, viaGate},
-		{&m.getMCP, "records.get, through /mcp", "records.get of a seeded record over MCP, against the REST row records.get, auto-run", n, b.base + "/mcp", "records.get", gate,
-			func(_ int, i uint64) map[string]any {
-				return map[string]any{"collection": "lookup", "key": fmt.Sprintf("client-%02d", i%20), "rationale": "benchmark: read a client"}
-			}},
 	}
 	for _, p := range phases {
 		if *p.into, err = b.mcpLoop(ctx, p.name, p.clients, o.duration, p.endpoint, p.h, p.tool, p.args); err != nil {
@@ -230,13 +252,13 @@ func (m *mcpResult) verdicts() []string {
 	}
 	through := ratio(m.through.Rate, m.direct.Rate)
 	added := m.through1.P50 - m.direct1.P50
-	get := ratio(m.getMCP.Rate, m.getREST.Rate)
+	get := ratio(m.getMCP.Rate, m.restGetRate())
 	return []string{
 		fmt.Sprintf("an upstream read through /mcp at %d clients: %.0f calls/s against %.0f direct, %.2f× (target at least 0.6×): %s",
 			m.through.Clients, m.through.Rate, m.direct.Rate, through, mark(through >= 0.6)),
 		fmt.Sprintf("one client: median %s through /mcp against %s direct, %s added (target at most 1.5 ms): %s",
 			fmtDur(m.through1.P50), fmtDur(m.direct1.P50), fmtDur(added), mark(added <= 1500*time.Microsecond)),
-		fmt.Sprintf("records.get through /mcp: %.0f calls/s against %.0f over REST, %.2f× (target within 10 %%, at least 0.90×): %s",
-			m.getMCP.Rate, m.getREST.Rate, get, mark(get >= 0.9)),
+		fmt.Sprintf("records.get through /mcp: %.0f calls/s against %.0f over REST (the mean of %.0f just before and %.0f just after), %.2f× (target within 10 %%, at least 0.90×): %s",
+			m.getMCP.Rate, m.restGetRate(), m.getREST.Rate, m.getRESTAgain.Rate, get, mark(get >= 0.9)),
 	}
 }

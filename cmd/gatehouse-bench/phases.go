@@ -210,15 +210,24 @@ func (b *bench) phases(ctx context.Context, o options, rep *report) error {
 		"read in one conversation: decide, record, run, record")
 	// records.get reads one record by its primary key: the read path's
 	// cost with next to nothing of the tool's own.
-	restGet := b.loop(ctx, "records.get, auto-run", n, o.duration, http.StatusOK, func(_ int, i uint64, t *vegeta.Target) error {
-		b.post(t, b.callsURL(hot), b.agent, fmt.Appendf(nil, `{"tool":"records.get","arguments":{"collection":"lookup","key":"client-%02d"},"rationale":"benchmark: read a client"}`, i%20))
-		return nil
-	})
+	getREST := func(name string) row {
+		return b.loop(ctx, name, n, o.duration, http.StatusOK, func(_ int, i uint64, t *vegeta.Target) error {
+			b.post(t, b.callsURL(hot), b.agent, fmt.Appendf(nil, `{"tool":"records.get","arguments":{"collection":"lookup","key":"client-%02d"},"rationale":"benchmark: read a client"}`, i%20))
+			return nil
+		})
+	}
+	restGet := getREST("records.get, auto-run")
 	add(restGet, "read one of the seeded records by key, in the same conversation: the read path without the search")
-	// Over MCP: an upstream's tool directly and through the gate, and
-	// records.get against the row above.
-	if err := b.mcpPhases(ctx, o, rep, hot, restGet); err != nil {
+	// Over MCP: records.get against the row above (and the same again
+	// after it), and an upstream's tool directly and through the gate.
+	if err := b.mcpPhases(ctx, o, rep, hot, restGet, func() row { return getREST("records.get, auto-run, again") }); err != nil {
 		return err
+	}
+	if o.mcpOnly {
+		for _, v := range rep.mcp.verdicts() {
+			fmt.Fprintln(b.out, "  "+v)
+		}
+		return nil
 	}
 
 	headline := "records.put, auto-apply, one conversation"

@@ -38,9 +38,14 @@ import (
 //
 // The live definitions are listed at start, on an admin's refresh, when an
 // upstream says its tools changed (notifications/tools/list_changed) and
-// when a lost connection is opened again. Pins are read from the database
-// whenever a call is checked, so an acceptance on one instance counts on
-// all. A call runs only while its tool's live definition is its pin.
+// when a lost connection is opened again. A call runs only while its
+// tool's live definition is its pin. Pins live in the database, and every
+// change to one is announced to every instance (a trigger on
+// upstream_tools, migration 57): a call is checked against the pin as this
+// instance last read it, read again when it hears of a change, when its
+// read is older than pinFresh, and whenever it is not listening. So an
+// acceptance or a hold on one instance counts on all at once, and a call
+// costs no read of its pin.
 type Upstreams struct {
 	pool     *pgxpool.Pool
 	q        *db.Queries
@@ -66,6 +71,16 @@ type Upstreams struct {
 
 	mu   sync.RWMutex
 	pins map[string]pin // "<upstream>/<tool>" → the accepted definition, as last read
+	// rows are the pins' rows as checkPin last read them; gen counts the
+	// times they were all forgotten, so that a read that raced a change
+	// is not kept.
+	rows map[string]pinRead
+	gen  uint64
+	// listening: this instance hears the events channel, where every
+	// change to a pin is announced (SetListening).
+	listening atomic.Bool
+	// fresh is how long a pin read is trusted while listening (pinFresh).
+	fresh time.Duration
 	// outputs are the output schemas of the declared upstream tools, by
 	// declared name, from the definitions they are declared by.
 	outputs map[string]json.RawMessage
@@ -79,18 +94,89 @@ type Upstreams struct {
 }
 
 // PinsChangedEvent is the event (on the events channel every instance
-// LISTENs on) that an admin accepted an upstream tool's definition: each
-// instance re-reads the pins (ReloadPins) and shows its open MCP sessions
-// the change (notifications/tools/list_changed).
+// LISTENs on) that a pin changed (a definition seen, held, accepted; the
+// trigger of migration 57 sends it): each instance re-reads the pins
+// (ReloadPins) and shows its open MCP sessions the change
+// (notifications/tools/list_changed).
 const PinsChangedEvent = "upstreams:pins"
 
+// pinFresh is how long checkPin trusts a pin it read while this instance
+// listens for changes: the bound on a change whose announcement was lost.
+const pinFresh = time.Second
+
+// SetPinFresh sets how long a pin read is trusted while this instance
+// listens for changes (pinFresh by default; 0: every check reads it).
+func (u *Upstreams) SetPinFresh(d time.Duration) {
+	u.mu.Lock()
+	u.fresh = d
+	u.mu.Unlock()
+}
+
+// pinRead is a pin's row as checkPin read it (found false: there was none).
+type pinRead struct {
+	row   db.UpstreamTool
+	found bool
+	at    time.Time
+}
+
+// SetListening says whether this instance hears the events channel now
+// (web's listener: true once it LISTENs, false when its connection is
+// lost). While it does not, every check reads its pin; when it starts
+// again, the pins read before are forgotten (changes may have gone
+// unheard meanwhile).
+func (u *Upstreams) SetListening(on bool) {
+	if u == nil {
+		return
+	}
+	u.listening.Store(on)
+	u.forgetRows()
+}
+
+// forgetRows drops the pins' rows checkPin read: the next check of each
+// reads it again.
+func (u *Upstreams) forgetRows() {
+	u.mu.Lock()
+	u.gen++
+	clear(u.rows)
+	u.mu.Unlock()
+}
+
+// pinRow is the tool's pin: as read less than pinFresh ago while
+// listening, else read now.
+func (u *Upstreams) pinRow(ctx context.Context, upstream, tool string) (db.UpstreamTool, bool, error) {
+	k := key(upstream, tool)
+	u.mu.RLock()
+	r, ok := u.rows[k]
+	gen, fresh := u.gen, u.fresh
+	u.mu.RUnlock()
+	if ok && u.listening.Load() && time.Since(r.at) < fresh {
+		return r.row, r.found, nil
+	}
+	at := time.Now()
+	row, err := u.q.GetUpstreamTool(ctx, db.GetUpstreamToolParams{Upstream: upstream, Name: tool})
+	found := true
+	if errors.Is(err, pgx.ErrNoRows) {
+		found, err = false, nil
+	}
+	if err != nil {
+		return db.UpstreamTool{}, false, err
+	}
+	u.mu.Lock()
+	if u.gen == gen {
+		u.rows[k] = pinRead{row: row, found: found, at: at}
+	}
+	u.mu.Unlock()
+	return row, found, nil
+}
+
 // ReloadPins re-reads every pin and declares again the upstreams whose
-// pins changed since this instance last read them (another instance's
-// admin accepted a definition).
+// pins changed since this instance last read them (another instance saw a
+// new definition, or its admin accepted one).
 func (u *Upstreams) ReloadPins(ctx context.Context) error {
 	if u == nil {
 		return nil
 	}
+	u.forgetRows()
 	rows, err := u.q.ListUpstreamTools(ctx)
 	if err != nil {
 		return fmt.Errorf("mcp: reload pins: %w", err)
@@ -203,7 +289,7 @@ func NewUpstreams(pool *pgxpool.Pool, registry *tools.Registry, file *tools.Poli
 		version = "dev"
 	}
 	u := &Upstreams{pool: pool, q: db.New(pool), registry: registry, log: log, ws: workspaceID, version: version,
-		byName: map[string]*upstream{}, pins: map[string]pin{}, outputs: map[string]json.RawMessage{}}
+		byName: map[string]*upstream{}, pins: map[string]pin{}, rows: map[string]pinRead{}, fresh: pinFresh, outputs: map[string]json.RawMessage{}}
 	u.bg, u.stop = context.WithCancel(context.Background())
 	if file == nil {
 		return u, nil
@@ -508,6 +594,8 @@ func (u *Upstreams) listTools(ctx context.Context, up *upstream, trigger string)
 	for k, p := range pins {
 		u.pins[k] = p
 	}
+	u.gen++
+	clear(u.rows)
 	u.mu.Unlock()
 	up.mu.Lock()
 	up.listed, up.listedAt, up.err, up.listedAs = found, time.Now(), "", as
@@ -763,12 +851,12 @@ func (u *Upstreams) checkPin(ctx context.Context, upstream, tool, hash string) e
 	if !ok {
 		return apperr.Errorf(apperr.EFORBIDDEN, "%s is not available: its upstream no longer lists it.", declared)
 	}
-	row, err := u.q.GetUpstreamTool(ctx, db.GetUpstreamToolParams{Upstream: upstream, Name: tool})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return apperr.Errorf(apperr.EFORBIDDEN, "%s is held: Gatehouse has no record of its definition; an admin refreshes the upstream at /admin/upstreams.", declared)
-	}
+	row, found, err := u.pinRow(ctx, upstream, tool)
 	if err != nil {
 		return fmt.Errorf("mcp: read pin %s: %w", declared, err)
+	}
+	if !found {
+		return apperr.Errorf(apperr.EFORBIDDEN, "%s is held: Gatehouse has no record of its definition; an admin refreshes the upstream at /admin/upstreams.", declared)
 	}
 	p := pinOf(row)
 	u.mu.Lock()
@@ -1104,11 +1192,9 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 	if err != nil {
 		return fmt.Errorf("mcp: accept %s: %w", declared, err)
 	}
-	// Every instance re-reads the pins when this commits (ReloadPins),
-	// so the sessions open there are shown the accepted definition too.
-	if err := q.Notify(ctx, PinsChangedEvent); err != nil {
-		return fmt.Errorf("mcp: accept %s: notify: %w", declared, err)
-	}
+	// Every instance re-reads the pins when this commits (ReloadPins: the
+	// update's trigger announces it), so the sessions open there are shown
+	// the accepted definition too.
 	change := map[string]any{"setting": "upstream_tool", "upstream": upstream, "tool": tool, "old_hash": cur.AcceptedHash.String, "new_hash": row.AcceptedHash.String,
 		"reason": reason}
 	if err := audit.Record(ctx, q, p, p.WorkspaceID, "upstream.tool_accepted", "tool", declared, change); err != nil {
@@ -1122,6 +1208,8 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 	}
 	u.mu.Lock()
 	u.pins[key(upstream, tool)] = pinOf(row)
+	u.gen++
+	clear(u.rows)
 	u.mu.Unlock()
 	if up, ok := u.named(upstream); ok {
 		return u.declare(up)

@@ -120,12 +120,13 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 	}
 	record, derr := s.deliverOutside(ctx, tool, d.ws, args)
 	ctx = context.WithoutCancel(ctx)
-	rtx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return Proposal{}, fmt.Errorf("proposals: begin record: %w", err)
-	}
+	// The record's transaction begins with its first statement: when the
+	// tool's recorder writes nothing (an upstream's answer) and no
+	// idempotency key is linked, the call's record is one statement on its
+	// own (RecordAutoCall is atomic), one round trip instead of three.
+	rtx := &lazyTx{pool: s.pool}
 	defer rtx.Rollback(ctx)
-	q := s.q.WithTx(rtx)
+	q := db.New(rtx)
 	var result []byte
 	failure := ""
 	if derr != nil {
@@ -139,6 +140,15 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 			return Proposal{}, fmt.Errorf("proposals: encode result: %w", err)
 		}
 		result = redact(result, params.Constraints)
+	}
+	if !rtx.begun() && !idem.links() {
+		out, err := s.recordAuto(ctx, s.q, p, id, params, tool, result, failure, false, created)
+		if err != nil {
+			return Proposal{}, unknownOutcome(id, err)
+		}
+		out.Decision, out.EffectDecision = &d.Decision, &d.Decision
+		s.announce(announced(params), false)
+		return out, nil
 	}
 	out, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, false, created)
 	if err != nil {

@@ -266,3 +266,62 @@ func unknownOutcome(id uuid.UUID, err error) error {
 	}
 	return err
 }
+
+// lazyTx is a db.DBTX whose transaction begins with its first statement
+// (pgx's own underneath), so that a path which may write nothing before
+// its one last statement need not open one (see readOutside).
+type lazyTx struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx
+}
+
+func (l *lazyTx) begun() bool { return l.tx != nil }
+
+func (l *lazyTx) begin(ctx context.Context) error {
+	if l.tx != nil {
+		return nil
+	}
+	tx, err := l.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("proposals: begin: %w", err)
+	}
+	l.tx = tx
+	return nil
+}
+
+func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := l.begin(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return l.tx.Exec(ctx, sql, args...)
+}
+
+func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := l.begin(ctx); err != nil {
+		return nil, err
+	}
+	return l.tx.Query(ctx, sql, args...)
+}
+
+func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := l.begin(ctx); err != nil {
+		return errRow{err}
+	}
+	return l.tx.QueryRow(ctx, sql, args...)
+}
+
+// Commit commits the transaction, if one began.
+func (l *lazyTx) Commit(ctx context.Context) error {
+	if l.tx == nil {
+		return nil
+	}
+	return l.tx.Commit(ctx)
+}
+
+// Rollback rolls the transaction back, if one began and is still open.
+func (l *lazyTx) Rollback(ctx context.Context) error {
+	if l.tx == nil {
+		return nil
+	}
+	return l.tx.Rollback(ctx)
+}

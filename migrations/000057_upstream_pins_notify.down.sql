@@ -1,0 +1,2 @@
+DROP TRIGGER upstream_tools_announce ON upstream_tools;
+DROP FUNCTION upstream_tools_announce();
