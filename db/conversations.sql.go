@@ -84,7 +84,7 @@ WITH up AS (
                  x.workspace_id, x.created_at
           FROM audit_events x
           WHERE x.id > $1::bigint AND x.id <= $2::bigint
-            AND x.action = 'proposal.created' AND x.data->>'scope' = 'conversation') e
+            AND x.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND x.data->>'scope' = 'conversation') e
     JOIN conversations c ON c.id = e.conversation_id AND c.workspace_id = e.workspace_id
     GROUP BY c.id, c.workspace_id, c.owner_id
     ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at
@@ -98,8 +98,8 @@ type FoldConversationCallsParams struct {
 	Upto  int64
 }
 
-// The calls created in conversations whose proposal.created audit rows
-// have ids in (after, upto] (every workspace's, the audit log's global
+// The calls created in conversations whose created audit rows (as in
+// ListConversationTail) have ids in (after, upto] (every workspace's, the audit log's global
 // feed) folded into their conversations' activity.
 func (q *Queries) FoldConversationCalls(ctx context.Context, arg FoldConversationCallsParams) (int32, error) {
 	row := q.db.QueryRow(ctx, foldConversationCalls, arg.After, arg.Upto)
@@ -265,7 +265,7 @@ FROM (SELECT m.conversation_id, m.created_at FROM messages m
       SELECT CASE WHEN a.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (a.data->>'scope_id')::uuid END, a.created_at
       FROM audit_events a
       WHERE a.workspace_id = $1 AND a.id > $3::bigint
-        AND a.action = 'proposal.created' AND a.data->>'scope' = 'conversation') l
+        AND a.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND a.data->>'scope' = 'conversation') l
 WHERE l.conversation_id IS NOT NULL
 GROUP BY l.conversation_id
 `
@@ -284,8 +284,10 @@ type ListConversationTailRow struct {
 // The workspace's conversations with lines the roll-up has not folded
 // into conversation_activity yet (a moment's worth), each with its last
 // such line's time: messages after the messages feed's watermark
-// (messages' primary key) and calls whose proposal.created audit row is
-// after the calls feed's (each audit partition's primary key). Whose they
+// (messages' primary key) and calls whose created audit row is after the
+// calls feed's (each audit partition's primary key): proposal.created, or
+// for a call that ran at once its one row, proposal.applied or
+// proposal.failed; only a call's created row names its scope. Whose they
 // are is the caller's to check (ListConversationsByID): a join here made
 // PostgreSQL read every conversation of the workspace to meet a handful.
 func (q *Queries) ListConversationTail(ctx context.Context, arg ListConversationTailParams) ([]ListConversationTailRow, error) {

@@ -136,8 +136,10 @@ type CallDaysRow struct {
 
 // The intent view and the calls' roll-up (internal/intent): call_days
 // holds each day's calls per action class and tool, folded from the audit
-// log (every call writes its proposal.created or proposal.refused row, and
-// every change of a call an audit row naming it or its approval packet).
+// log (every call writes its proposal.created or proposal.refused row, or,
+// when it ran at once, one proposal.applied or proposal.failed row that
+// says what the created row would have (its data has "scope"), and every
+// change of a call an audit row naming it or its approval packet).
 // The folded counts of a workspace's days in [from_day, to_day) (without
 // the histograms: CallDecisions).
 func (q *Queries) CallDays(ctx context.Context, arg CallDaysParams) ([]CallDaysRow, error) {
@@ -222,7 +224,10 @@ WITH s AS MATERIALIZED ( -- each row's call, worked out once
         -- A uuid as the service writes them (so the cast cannot fail: 32
         -- hex digits in fours with four hyphens), checked without counted
         -- repetitions, which make PostgreSQL's regex several times slower.
-        SELECT a.id, a.workspace_id, a.action::text AS action, a.subject_type, a.created_at,
+        -- A call that ran at once has one row: it is the call's created row.
+        SELECT a.id, a.workspace_id,
+               CASE WHEN a.action IN ('proposal.applied', 'proposal.failed') AND a.data ? 'scope' THEN 'proposal.created' ELSE a.action::text END AS action,
+               a.subject_type, a.created_at,
                coalesce(a.data->>'action_class', '') AS data_class, coalesce(a.data->>'tool', '') AS data_tool,
                coalesce(a.data->'rationale_warning' = 'true'::jsonb, false) AS warning,
                CASE WHEN a.subject_type IN ('proposal', 'approval') AND octet_length(a.subject_id) = 36 AND strpos(a.subject_id, '-') > 0

@@ -241,16 +241,26 @@ WITH calls AS (
            OR (e.subject_type = 'approval' AND e.action = 'approval.escalated'))
       AND p.status IN ('pending', 'pending_approval')
 ), alerted AS (
-    SELECT e.workspace_id, p.id AS proposal_id,
-           CASE WHEN e.action = 'proposal.created' THEN 'rationale' ELSE 'alert' END AS kind,
+    -- A rationale warning is in a call's created row (or the one row of a
+    -- call that ran at once, which may also say it was irreversible: then
+    -- it is both).
+    SELECT e.workspace_id, p.id AS proposal_id, 'alert' AS kind,
            coalesce(p.proposed_by_token_id, p.proposed_by_user_id) AS caller, (e.created_at AT TIME ZONE 'UTC')::date AS day
     FROM audit_events e
     JOIN proposals p ON p.workspace_id = e.workspace_id
         AND p.id = CASE WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
     WHERE e.id > $1::bigint AND e.id <= $2::bigint
       AND e.subject_type = 'proposal'
-      AND ((e.action IN ('proposal.applied', 'proposal.failed') AND e.data->>'authority' = 'irreversible')
-           OR (e.action = 'proposal.created' AND e.data->'rationale_warning' = 'true'::jsonb))
+      AND e.action IN ('proposal.applied', 'proposal.failed') AND e.data->>'authority' = 'irreversible'
+    UNION ALL
+    SELECT e.workspace_id, p.id AS proposal_id, 'rationale' AS kind,
+           coalesce(p.proposed_by_token_id, p.proposed_by_user_id) AS caller, (e.created_at AT TIME ZONE 'UTC')::date AS day
+    FROM audit_events e
+    JOIN proposals p ON p.workspace_id = e.workspace_id
+        AND p.id = CASE WHEN e.subject_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN e.subject_id::uuid END
+    WHERE e.id > $1::bigint AND e.id <= $2::bigint
+      AND e.subject_type = 'proposal'
+      AND e.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND e.data->'rationale_warning' = 'true'::jsonb
 ), first_offences AS (
     INSERT INTO rationale_alerts (workspace_id, caller, day, proposal_id)
     SELECT DISTINCT ON (a.workspace_id, a.caller, a.day) a.workspace_id, a.caller, a.day, a.proposal_id

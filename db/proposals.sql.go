@@ -1184,8 +1184,9 @@ WITH p AS (
     RETURNING id, workspace_id, conversation_id, proposed_by_user_id, proposed_by_token_id, proposed_by_kind, tool, effect, arguments, rationale, permission_mode, disposition, status, applied_arguments, result, error, rejection_reason, resolved_by_user_id, apply_path, created_at, resolved_at, notebook_id, owner_id, trust_level, authority, risk, action_class, state, decision, constraints, dry_run, claimed_at, effect_decision, decision_input, line_id, caller_declaration
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
-    SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, $27
-    FROM p, (VALUES ('proposal.created', $28::jsonb), ($29::text, $30::jsonb)) AS x (action, data)
+    SELECT p.workspace_id, $26, p.owner_id, p.proposed_by_token_id, $27::text, 'proposal', p.id::text,
+           $28::jsonb || $29::jsonb, $30
+    FROM p
 ), receipt AS (
     INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
     SELECT $31, p.workspace_id, 'execution', p.id, p.action_class, $32, $33, $34
@@ -1221,10 +1222,10 @@ type RecordAutoCallParams struct {
 	DryRun            bool
 	DecisionInput     []byte
 	ActorKind         string
-	RetentionUntil    time.Time
-	CreatedData       json.RawMessage
 	FinishedAction    string
+	CreatedData       json.RawMessage
 	FinishedData      json.RawMessage
+	RetentionUntil    time.Time
 	ReceiptID         uuid.UUID
 	ReceiptContent    []byte
 	ReceiptHash       []byte
@@ -1233,9 +1234,14 @@ type RecordAutoCallParams struct {
 
 // The automatic path's whole record in one statement, after the tool ran
 // in the same transaction: the proposal in its final state (its own
-// transcript line, in a conversation: migration 34), its two audit rows
-// and its receipt. One round trip instead of five, and no row any other
-// call writes.
+// transcript line, in a conversation: migration 34), its audit row and
+// its receipt. One round trip instead of five, and no row any other call
+// writes. One audit row, not two: a call that runs at once is created and
+// finished in the same instant, so its row is the finished one
+// (proposal.applied or proposal.failed) carrying what the created row
+// said (scope, state, class, rationale...: data has "scope", which only a
+// call's created row has); the roll-ups read it as the call's created row
+// too.
 // Only the time: the caller has everything else in memory.
 func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) (time.Time, error) {
 	row := q.db.QueryRow(ctx, recordAutoCall,
@@ -1265,10 +1271,10 @@ func (q *Queries) RecordAutoCall(ctx context.Context, arg RecordAutoCallParams) 
 		arg.DryRun,
 		arg.DecisionInput,
 		arg.ActorKind,
-		arg.RetentionUntil,
-		arg.CreatedData,
 		arg.FinishedAction,
+		arg.CreatedData,
 		arg.FinishedData,
+		arg.RetentionUntil,
 		arg.ReceiptID,
 		arg.ReceiptContent,
 		arg.ReceiptHash,
@@ -1298,10 +1304,9 @@ WITH c AS (
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT (c.r->>'workspace_id')::uuid, c.r->>'actor_kind', (c.r->>'owner_id')::uuid, (c.r->>'proposed_by_token_id')::uuid,
-           x.action, 'proposal', p.id::text, x.data, (c.r->>'retention_until')::timestamptz
-    FROM p JOIN c ON c.id = p.id,
-         LATERAL (VALUES (1, 'proposal.created', c.r->'created_data'), (2, c.r->>'finished_action', c.r->'finished_data')) AS x (n, action, data)
-    ORDER BY c.ord, x.n
+           c.r->>'finished_action', 'proposal', p.id::text, (c.r->'created_data') || (c.r->'finished_data'), (c.r->>'retention_until')::timestamptz
+    FROM p JOIN c ON c.id = p.id
+    ORDER BY c.ord
 ), receipt AS (
     INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
     SELECT (c.r->>'receipt_id')::uuid, (c.r->>'workspace_id')::uuid, 'execution', p.id, c.r->>'action_class', c.r->'receipt_content',
@@ -1318,7 +1323,7 @@ type RecordAutoCallsRow struct {
 
 // Automatic calls committed together (group commit, see
 // internal/proposals/group.go): for every call, exactly what
-// RecordAutoCall writes, in one statement. The calls come as one JSON
+// RecordAutoCall writes (one audit row per call), in one statement. The calls come as one JSON
 // array of objects keyed like RecordAutoCall's parameters (c.r below), in
 // the order they ran ("ord"); their rows are written in that order. The
 // statement says how many proposals it wrote.

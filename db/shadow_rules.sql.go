@@ -15,7 +15,7 @@ const foldShadowCounts = `-- name: FoldShadowCounts :exec
 INSERT INTO shadow_counts AS c (workspace_id, rule, kind, calls)
 SELECT a.workspace_id, a.data->'shadow'->>'rule', a.data->'shadow'->>'kind', count(*)
 FROM audit_events a
-WHERE a.id > $1 AND a.id <= $2 AND a.action IN ('proposal.created', 'proposal.refused') AND a.data ? 'shadow'
+WHERE a.id > $1 AND a.id <= $2 AND a.action IN ('proposal.created', 'proposal.refused', 'proposal.applied', 'proposal.failed') AND a.data ? 'shadow'
 GROUP BY 1, 2, 3
 ON CONFLICT (workspace_id, rule, kind) DO UPDATE SET calls = c.calls + EXCLUDED.calls
 `
@@ -25,7 +25,8 @@ type FoldShadowCountsParams struct {
 	Upto  int64
 }
 
-// Folds the shadow verdicts of the audit rows in (after, upto] into the
+// Folds the shadow verdicts of the audit rows in (after, upto] (a call's
+// created row, or the one row of a call that ran at once) into the
 // counts, in every workspace.
 func (q *Queries) FoldShadowCounts(ctx context.Context, arg FoldShadowCountsParams) error {
 	_, err := q.db.Exec(ctx, foldShadowCounts, arg.After, arg.Upto)
@@ -82,7 +83,7 @@ FROM (
     UNION ALL
     SELECT a.data->'shadow'->>'rule', a.data->'shadow'->>'kind', 1
     FROM audit_events a, w
-    WHERE a.workspace_id = $1 AND a.id > w.folded_to AND a.action IN ('proposal.created', 'proposal.refused') AND a.data ? 'shadow'
+    WHERE a.workspace_id = $1 AND a.id > w.folded_to AND a.action IN ('proposal.created', 'proposal.refused', 'proposal.applied', 'proposal.failed') AND a.data ? 'shadow'
       AND a.data->'shadow'->>'rule' = ANY ($2::text[])
 ) t
 GROUP BY t.rule, t.kind

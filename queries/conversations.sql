@@ -28,8 +28,10 @@ LIMIT sqlc.arg(lim)::int;
 -- The workspace's conversations with lines the roll-up has not folded
 -- into conversation_activity yet (a moment's worth), each with its last
 -- such line's time: messages after the messages feed's watermark
--- (messages' primary key) and calls whose proposal.created audit row is
--- after the calls feed's (each audit partition's primary key). Whose they
+-- (messages' primary key) and calls whose created audit row is after the
+-- calls feed's (each audit partition's primary key): proposal.created, or
+-- for a call that ran at once its one row, proposal.applied or
+-- proposal.failed; only a call's created row names its scope. Whose they
 -- are is the caller's to check (ListConversationsByID): a join here made
 -- PostgreSQL read every conversation of the workspace to meet a handful.
 SELECT l.conversation_id, max(l.created_at)::timestamptz AS active_at
@@ -39,7 +41,7 @@ FROM (SELECT m.conversation_id, m.created_at FROM messages m
       SELECT CASE WHEN a.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (a.data->>'scope_id')::uuid END, a.created_at
       FROM audit_events a
       WHERE a.workspace_id = sqlc.arg(workspace_id) AND a.id > sqlc.arg(calls_folded)::bigint
-        AND a.action = 'proposal.created' AND a.data->>'scope' = 'conversation') l
+        AND a.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND a.data->>'scope' = 'conversation') l
 WHERE l.conversation_id IS NOT NULL
 GROUP BY l.conversation_id;
 
@@ -68,8 +70,8 @@ WITH up AS (
 SELECT count(*)::int AS moved FROM up;
 
 -- name: FoldConversationCalls :one
--- The calls created in conversations whose proposal.created audit rows
--- have ids in (after, upto] (every workspace's, the audit log's global
+-- The calls created in conversations whose created audit rows (as in
+-- ListConversationTail) have ids in (after, upto] (every workspace's, the audit log's global
 -- feed) folded into their conversations' activity.
 WITH up AS (
     INSERT INTO conversation_activity AS a (conversation_id, workspace_id, owner_id, active_at)
@@ -78,7 +80,7 @@ WITH up AS (
                  x.workspace_id, x.created_at
           FROM audit_events x
           WHERE x.id > sqlc.arg(after)::bigint AND x.id <= sqlc.arg(upto)::bigint
-            AND x.action = 'proposal.created' AND x.data->>'scope' = 'conversation') e
+            AND x.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND x.data->>'scope' = 'conversation') e
     JOIN conversations c ON c.id = e.conversation_id AND c.workspace_id = e.workspace_id
     GROUP BY c.id, c.workspace_id, c.owner_id
     ON CONFLICT (conversation_id) DO UPDATE SET active_at = excluded.active_at WHERE a.active_at < excluded.active_at

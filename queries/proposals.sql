@@ -136,9 +136,14 @@ WHERE n.id = sqlc.arg(id) AND n.workspace_id = sqlc.arg(workspace_id) AND n.owne
 -- name: RecordAutoCall :one
 -- The automatic path's whole record in one statement, after the tool ran
 -- in the same transaction: the proposal in its final state (its own
--- transcript line, in a conversation: migration 34), its two audit rows
--- and its receipt. One round trip instead of five, and no row any other
--- call writes.
+-- transcript line, in a conversation: migration 34), its audit row and
+-- its receipt. One round trip instead of five, and no row any other call
+-- writes. One audit row, not two: a call that runs at once is created and
+-- finished in the same instant, so its row is the finished one
+-- (proposal.applied or proposal.failed) carrying what the created row
+-- said (scope, state, class, rationale...: data has "scope", which only a
+-- call's created row has); the roll-ups read it as the call's created row
+-- too.
 WITH p AS (
     INSERT INTO proposals (id, workspace_id, owner_id, conversation_id, notebook_id, proposed_by_user_id, proposed_by_token_id,
                            proposed_by_kind, tool, effect, arguments, rationale, permission_mode, trust_level, disposition,
@@ -153,8 +158,9 @@ WITH p AS (
     RETURNING *
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
-    SELECT p.workspace_id, sqlc.arg(actor_kind), p.owner_id, p.proposed_by_token_id, x.action, 'proposal', p.id::text, x.data, sqlc.arg(retention_until)
-    FROM p, (VALUES ('proposal.created', sqlc.arg(created_data)::jsonb), (sqlc.arg(finished_action)::text, sqlc.arg(finished_data)::jsonb)) AS x (action, data)
+    SELECT p.workspace_id, sqlc.arg(actor_kind), p.owner_id, p.proposed_by_token_id, sqlc.arg(finished_action)::text, 'proposal', p.id::text,
+           sqlc.arg(created_data)::jsonb || sqlc.arg(finished_data)::jsonb, sqlc.arg(retention_until)
+    FROM p
 ), receipt AS (
     INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
     SELECT sqlc.arg(receipt_id), p.workspace_id, 'execution', p.id, p.action_class, sqlc.arg(receipt_content), sqlc.arg(receipt_hash), sqlc.arg(receipt_metadata)
@@ -166,7 +172,7 @@ SELECT created_at FROM p;
 -- name: RecordAutoCalls :one
 -- Automatic calls committed together (group commit, see
 -- internal/proposals/group.go): for every call, exactly what
--- RecordAutoCall writes, in one statement. The calls come as one JSON
+-- RecordAutoCall writes (one audit row per call), in one statement. The calls come as one JSON
 -- array of objects keyed like RecordAutoCall's parameters (c.r below), in
 -- the order they ran ("ord"); their rows are written in that order. The
 -- statement says how many proposals it wrote.
@@ -188,10 +194,9 @@ WITH c AS (
 ), audit AS (
     INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, actor_token_id, action, subject_type, subject_id, data, retention_until)
     SELECT (c.r->>'workspace_id')::uuid, c.r->>'actor_kind', (c.r->>'owner_id')::uuid, (c.r->>'proposed_by_token_id')::uuid,
-           x.action, 'proposal', p.id::text, x.data, (c.r->>'retention_until')::timestamptz
-    FROM p JOIN c ON c.id = p.id,
-         LATERAL (VALUES (1, 'proposal.created', c.r->'created_data'), (2, c.r->>'finished_action', c.r->'finished_data')) AS x (n, action, data)
-    ORDER BY c.ord, x.n
+           c.r->>'finished_action', 'proposal', p.id::text, (c.r->'created_data') || (c.r->'finished_data'), (c.r->>'retention_until')::timestamptz
+    FROM p JOIN c ON c.id = p.id
+    ORDER BY c.ord
 ), receipt AS (
     INSERT INTO receipts (id, workspace_id, kind, proposal_id, action_class, content, content_hash, metadata)
     SELECT (c.r->>'receipt_id')::uuid, (c.r->>'workspace_id')::uuid, 'execution', p.id, c.r->>'action_class', c.r->'receipt_content',

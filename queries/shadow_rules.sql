@@ -9,12 +9,13 @@ ON CONFLICT (rule) DO NOTHING;
 SELECT rule, tool, added_at FROM shadow_rules WHERE rule = ANY (@rules::text[]);
 
 -- name: FoldShadowCounts :exec
--- Folds the shadow verdicts of the audit rows in (after, upto] into the
+-- Folds the shadow verdicts of the audit rows in (after, upto] (a call's
+-- created row, or the one row of a call that ran at once) into the
 -- counts, in every workspace.
 INSERT INTO shadow_counts AS c (workspace_id, rule, kind, calls)
 SELECT a.workspace_id, a.data->'shadow'->>'rule', a.data->'shadow'->>'kind', count(*)
 FROM audit_events a
-WHERE a.id > @after AND a.id <= @upto AND a.action IN ('proposal.created', 'proposal.refused') AND a.data ? 'shadow'
+WHERE a.id > @after AND a.id <= @upto AND a.action IN ('proposal.created', 'proposal.refused', 'proposal.applied', 'proposal.failed') AND a.data ? 'shadow'
 GROUP BY 1, 2, 3
 ON CONFLICT (workspace_id, rule, kind) DO UPDATE SET calls = c.calls + EXCLUDED.calls;
 
@@ -28,7 +29,7 @@ FROM (
     UNION ALL
     SELECT a.data->'shadow'->>'rule', a.data->'shadow'->>'kind', 1
     FROM audit_events a, w
-    WHERE a.workspace_id = @workspace_id AND a.id > w.folded_to AND a.action IN ('proposal.created', 'proposal.refused') AND a.data ? 'shadow'
+    WHERE a.workspace_id = @workspace_id AND a.id > w.folded_to AND a.action IN ('proposal.created', 'proposal.refused', 'proposal.applied', 'proposal.failed') AND a.data ? 'shadow'
       AND a.data->'shadow'->>'rule' = ANY (@rules::text[])
 ) t
 GROUP BY t.rule, t.kind;

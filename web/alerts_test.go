@@ -130,17 +130,24 @@ func TestAlerts_RationaleWarnModeAlertsOncePerCallerAndDay(t *testing.T) {
 	admin := e.user("admin@example.com", auth.RoleAdmin)
 	e.user("owner@example.com", auth.RoleMember)
 	first, second := e.token("owner@example.com", auth.TokenAgent), e.token("owner@example.com", auth.TokenAgent)
+	person := e.token("owner@example.com", auth.TokenUser) // sets the conversations' modes
 	admin.get("/admin/settings")
 	until := time.Now().AddDate(0, 0, 3).UTC().Format(time.DateOnly)
 	if resp, _ := admin.postForm("/admin/settings", url.Values{"rationale_min_length": {"10"}, "rationale_mode": {"warn"}, "rationale_warn_until": {until}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("set warn: %d", resp.StatusCode)
 	}
+	// The first caller's calls run at once (each one audit row says it
+	// was warned), the second caller's waits (its created row does).
 	for i, tok := range []string{first, first, first, second} {
-		_, conv := e.api("POST", "/api/v1/conversations", tok, map[string]any{})
+		mode := map[bool]string{true: "auto", false: "approve"}[tok == first]
+		_, conv := e.api("POST", "/api/v1/conversations", person, map[string]any{})
+		if resp, p := e.api("PATCH", "/api/v1/conversations/"+conv["id"].(string), person, map[string]any{"permission_mode": mode}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("set %s: %d %v", mode, resp.StatusCode, p)
+		}
 		resp, body := e.api("POST", "/api/v1/conversations/"+conv["id"].(string)+"/tool-calls", tok, map[string]any{"tool": "records.put",
 			"arguments": map[string]any{"collection": "c", "key": "k", "value": map[string]any{"i": i}}, "rationale": "short"})
-		if resp.StatusCode >= 300 || resp.Header.Get("Warning") == "" {
-			t.Fatalf("call %d: %d %v", i, resp.StatusCode, body)
+		if want := map[string]int{"auto": 200, "approve": 202}[mode]; resp.StatusCode != want || resp.Header.Get("Warning") == "" {
+			t.Fatalf("call %d (%s): %d %v", i, mode, resp.StatusCode, body)
 		}
 	}
 	e.outboxFor("admin@example.com", 1)

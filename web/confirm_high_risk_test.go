@@ -70,7 +70,7 @@ func TestConfirmHighRisk_AnOptInThatWaivesTheRiskGateOnly(t *testing.T) {
 	if !strings.HasPrefix(risk, "allowed: The caller confirmed this high-risk call") {
 		t.Fatalf("the risk layer: %q", risk)
 	}
-	if n := e.count(`SELECT count(*) FROM audit_events WHERE action = 'proposal.created' AND subject_id = $1 AND data->>'confirmed_high_risk' = 'true'`, p["proposal_id"]); n != 1 {
+	if n := e.count(`SELECT count(*) FROM audit_events WHERE action IN ('proposal.created', 'proposal.applied') AND subject_id = $1 AND data->>'confirmed_high_risk' = 'true'`, p["proposal_id"]); n != 1 {
 		t.Fatalf("the audit row does not say confirmed_high_risk")
 	}
 	if resp, p := send(false); resp.StatusCode != http.StatusAccepted || p["status"] != "pending_approval" {

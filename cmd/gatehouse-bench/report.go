@@ -361,20 +361,21 @@ const callWrites = `
 ### What an automatic call writes
 
 An automatic ` + "`records.put`" + ` in a conversation, before the history-at-scale
-work began (2026-11-25, source ` + "`8e203b8`" + `) and now. Migrations 31 to 35
-made the difference.
+work began (2026-11-25, source ` + "`8e203b8`" + `) and now. Migrations 31 to 35,
+and one audit row for a call that runs at once (docs/operations.md, "A
+call's audit rows"), made the difference.
 
 | | 2026-11-25 | now |
 |---|---|---|
-| rows the call's transaction writes | 6: the proposal, a transcript line in messages, two audit rows, the receipt, the tool's record | 5: the proposal (which is its own transcript line, migration 34), two audit rows, the receipt, the tool's record |
+| rows the call's transaction writes | 6: the proposal, a transcript line in messages, two audit rows, the receipt, the tool's record | 4: the proposal (which is its own transcript line, migration 34), one audit row (created and finished at once), the receipt, the tool's record |
 | rows written for it afterwards | the sequencer rewrote the receipt's whole row (its content with the call's arguments) | the sequencer inserts one narrow receipt_links row (migration 33) |
-| index entries | 23: proposals 5 (with a full-text GIN nothing read), messages 2, audit 6, receipt 3 when written and 3 more when chained, record 4 | 20: proposals 4 (migration 35), audit 7 (partitioned, with its filters' indexes), receipt 3, link 2, record 4 |
+| index entries | 23: proposals 5 (with a full-text GIN nothing read), messages 2, audit 6, receipt 3 when written and 3 more when chained, record 4 | 17: proposals 4 (migration 35), audit 4 (partitioned, with its filters' indexes), receipt 3, link 2, record 4 |
 | rows locked by foreign-key checks | 4: workspace, user, token, conversation | 1: the conversation (the scope key; migration 31) |
 | statements and round trips | decision read with BEGIN, the tool's statement, one record statement with COMMIT: 3 round trips | the same |
 | WAL records per call (headline phase) | 37.5 (7.8 KiB) | this run's, in the table above |
 
-What is left to reach the issue's 12 WAL records per call: the two audit
-rows (about 9 records) and the receipt row (4) are copies of what the
+What is left to reach the issue's 12 WAL records per call: the audit row
+(about 4.5 records) and the receipt row (4) are copies of what the
 proposal row says; deriving the audit page's call rows and the receipt's
 content from the call's row (a ledger row the chain links to) would leave
 the proposal, the record, the link and the commit.
@@ -427,7 +428,7 @@ baseline. pgbench's row gives PostgreSQL's CPU per INSERT: its client's
 CPU is not in it, as the load generator's is not in the others.
 pgbench's INSERT writes about 3 records (its row, its commit). An
 auto-applied call writes about ten times that: the proposal row (which is
-also its transcript line), two audit rows, its receipt, the tool's own
+also its transcript line), its audit row, its receipt, the tool's own
 row, an index entry for each index on those tables, the lock its scope
 key takes on the conversation's row, the commit, and later the
 sequencer's link chaining the receipt; "Where a call's WAL goes" counts

@@ -70,8 +70,10 @@ func (f listFixture) call(t *testing.T, conv uuid.UUID, at time.Time) {
 	}
 }
 
-// callSQL writes a call as the service does: its proposal and its
-// proposal.created audit row, which names its scope.
+// callSQL writes a call as the service does: its proposal and, as it ran
+// at once, its one audit row (proposal.applied), which names its scope.
+// (A call that waits writes proposal.created, which names it too:
+// db/conversation_activity_test.go.)
 const callSQL = `
 	WITH p AS (
 		INSERT INTO proposals (workspace_id, owner_id, conversation_id, proposed_by_user_id, proposed_by_kind, tool, effect, arguments,
@@ -81,8 +83,8 @@ const callSQL = `
 		RETURNING id, workspace_id, owner_id, conversation_id, created_at
 	)
 	INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, action, subject_type, subject_id, data, created_at)
-	SELECT workspace_id, 'agent', owner_id, 'proposal.created', 'proposal', id::text,
-	       jsonb_build_object('tool', 'records.put', 'scope', 'conversation', 'scope_id', conversation_id), created_at
+	SELECT workspace_id, 'agent', owner_id, 'proposal.applied', 'proposal', id::text,
+	       jsonb_build_object('tool', 'records.put', 'scope', 'conversation', 'scope_id', conversation_id, 'path', 'auto'), created_at
 	FROM p`
 
 // foldAll takes turns of the lines' roll-up until it has nothing left.

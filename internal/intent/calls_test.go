@@ -206,9 +206,16 @@ func (w *callWorld) create(ctx context.Context, tx pgx.Tx, rng *rand.Rand) (*ope
 		RETURNING id`, w.ws, w.owners[o], w.convs[o], tool, nullClass, status, path, resolver, claimed, resolved, applied, created).Scan(&id); err != nil {
 		return nil, err
 	}
+	// A call that ran at once writes one row, the finished one, saying
+	// what the created row would (it names its scope); before, it wrote
+	// both. Both shapes are in a database's history.
+	action := "proposal.created"
+	if path == "auto" && rng.IntN(2) == 0 {
+		action = "proposal." + status
+	}
 	if _, err := tx.Exec(ctx, `INSERT INTO audit_events (workspace_id, actor_kind, action, subject_type, subject_id, data, created_at)
-		VALUES ($1, 'agent', 'proposal.created', 'proposal', $2::text, jsonb_build_object('tool', $3::text, 'action_class', $4::text,
-		        'rationale_warning', $5::boolean), $6)`, w.ws, id, tool, class, rng.IntN(4) == 0, created); err != nil {
+		VALUES ($1, 'agent', $7, 'proposal', $2::text, jsonb_build_object('tool', $3::text, 'action_class', $4::text,
+		        'rationale_warning', $5::boolean, 'scope', 'conversation', 'path', 'auto'), $6)`, w.ws, id, tool, class, rng.IntN(4) == 0, created, action); err != nil {
 		return nil, err
 	}
 	c := openCall{id: id, status: status, created: created}
@@ -332,7 +339,8 @@ func directDays(t *testing.T, ctx context.Context, pool *pgxpool.Pool, ws uuid.U
 	}
 	warned := map[time.Time]int64{}
 	wr, err := pool.Query(ctx, `SELECT (created_at AT TIME ZONE 'UTC')::date, count(*) FROM audit_events
-		WHERE workspace_id = $1 AND action IN ('proposal.created', 'proposal.refused') AND (data->>'rationale_warning')::boolean GROUP BY 1`, ws)
+		WHERE workspace_id = $1 AND (action IN ('proposal.created', 'proposal.refused') OR action IN ('proposal.applied', 'proposal.failed') AND data ? 'scope')
+		  AND (data->>'rationale_warning')::boolean GROUP BY 1`, ws)
 	if err != nil {
 		t.Fatal(err)
 	}
