@@ -136,9 +136,14 @@ func (u *Upstreams) SetListening(on bool) {
 // reads it again.
 func (u *Upstreams) forgetRows() {
 	u.mu.Lock()
+	u.forgetRowsLocked()
+	u.mu.Unlock()
+}
+
+// forgetRowsLocked is forgetRows with u.mu held.
+func (u *Upstreams) forgetRowsLocked() {
 	u.gen++
 	clear(u.rows)
-	u.mu.Unlock()
 }
 
 // pinRow is the tool's pin: as read less than pinFresh ago while
@@ -594,8 +599,7 @@ func (u *Upstreams) listTools(ctx context.Context, up *upstream, trigger string)
 	for k, p := range pins {
 		u.pins[k] = p
 	}
-	u.gen++
-	clear(u.rows)
+	u.forgetRowsLocked()
 	u.mu.Unlock()
 	up.mu.Lock()
 	up.listed, up.listedAt, up.err, up.listedAs = found, time.Now(), "", as
@@ -1208,8 +1212,7 @@ func (u *Upstreams) Accept(ctx context.Context, p auth.Principal, upstream, tool
 	}
 	u.mu.Lock()
 	u.pins[key(upstream, tool)] = pinOf(row)
-	u.gen++
-	clear(u.rows)
+	u.forgetRowsLocked()
 	u.mu.Unlock()
 	if up, ok := u.named(upstream); ok {
 		return u.declare(up)
