@@ -206,9 +206,10 @@ const listChainForVerification = `-- name: ListChainForVerification :many
 SELECT r.id, l.seq::bigint AS seq, l.prev_hash, l.hash, l.content_hash, r.metadata, r.content, r.redacted_for, (r.redacted_at IS NOT NULL)::boolean AS redacted
 FROM receipt_links l
 JOIN receipts r ON r.id = l.receipt_id
-WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > $2::bigint AND l.seq <= $3::bigint
+WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > $2::bigint
+  AND l.seq <= least($3::bigint, $2::bigint + $4::integer)
 ORDER BY l.seq
-LIMIT $4
+LIMIT $4::integer
 `
 
 type ListChainForVerificationParams struct {
@@ -232,7 +233,10 @@ type ListChainForVerificationRow struct {
 
 // A page of the chain for a verifier, in seq order: after a seq, through
 // a seq (the head when the verification started), and only the columns
-// the hashes cover.
+// the hashes cover. Seqs are gapless, so the page's seqs are bounded as
+// well as its length: the planner then expects a page of rows, not the
+// rest of the chain, and reads it in one backend (it chose two parallel
+// workers for each page, four times as long).
 func (q *Queries) ListChainForVerification(ctx context.Context, arg ListChainForVerificationParams) ([]ListChainForVerificationRow, error) {
 	rows, err := q.db.Query(ctx, listChainForVerification,
 		arg.WorkspaceID,

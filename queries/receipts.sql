@@ -52,7 +52,7 @@ WHERE id = @id AND workspace_id = @workspace_id;
 -- A page of the chain in seq order, after a seq (0 for the start).
 SELECT r.* FROM receipt_links l
 JOIN receipt_rows r ON r.id = l.receipt_id
-WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > @after_seq::bigint
+WHERE l.workspace_id = $1 AND r.workspace_id = $1 AND l.seq > sqlc.arg(after_seq)::bigint
 ORDER BY l.seq
 LIMIT $2;
 
@@ -114,10 +114,14 @@ SELECT id FROM workspaces ORDER BY created_at, id;
 -- name: ListChainForVerification :many
 -- A page of the chain for a verifier, in seq order: after a seq, through
 -- a seq (the head when the verification started), and only the columns
--- the hashes cover.
+-- the hashes cover. Seqs are gapless, so the page's seqs are bounded as
+-- well as its length: the planner then expects a page of rows, not the
+-- rest of the chain, and reads it in one backend (it chose two parallel
+-- workers for each page, four times as long).
 SELECT r.id, l.seq::bigint AS seq, l.prev_hash, l.hash, l.content_hash, r.metadata, r.content, r.redacted_for, (r.redacted_at IS NOT NULL)::boolean AS redacted
 FROM receipt_links l
 JOIN receipts r ON r.id = l.receipt_id
-WHERE l.workspace_id = @workspace_id AND r.workspace_id = @workspace_id AND l.seq > @after_seq::bigint AND l.seq <= @through_seq::bigint
+WHERE l.workspace_id = @workspace_id AND r.workspace_id = @workspace_id AND l.seq > sqlc.arg(after_seq)::bigint
+  AND l.seq <= least(sqlc.arg(through_seq)::bigint, sqlc.arg(after_seq)::bigint + sqlc.arg(page_size)::integer)
 ORDER BY l.seq
-LIMIT @page_size;
+LIMIT sqlc.arg(page_size)::integer;

@@ -16,6 +16,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -25,16 +26,50 @@ const maxDepth = 1000
 
 // Transform returns the canonical form of the JSON text in.
 func Transform(in []byte) ([]byte, error) {
-	p := parser{in: in, out: make([]byte, 0, len(in))}
+	return Append(make([]byte, 0, len(in)), in)
+}
+
+// Append appends the canonical form of the JSON text in to dst and
+// returns the extended buffer (dst as it was, on an error). Its working
+// buffers are reused from call to call: canonicalising into a buffer of
+// the caller's (a verification hashes every receipt) allocates nothing.
+func Append(dst, in []byte) ([]byte, error) {
+	p := parsers.Get().(*parser)
+	defer p.release()
+	p.in, p.pos, p.out = in, 0, dst
 	p.skipSpace()
 	if err := p.value(0); err != nil {
-		return nil, err
+		return dst, err
 	}
 	p.skipSpace()
 	if p.pos != len(p.in) {
-		return nil, p.errorf("data after the top-level value")
+		return dst, p.errorf("data after the top-level value")
 	}
 	return p.out, nil
+}
+
+// parsers are idle parsers with their working buffers.
+var parsers = sync.Pool{New: func() any { return new(parser) }}
+
+// maxKept is the largest working buffer a parser keeps for the next
+// document.
+const maxKept = 64 << 10
+
+// release returns p to parsers, holding on to nothing of the document it
+// read or wrote.
+func (p *parser) release() {
+	clear(p.members[:cap(p.members)]) // names point into the input
+	p.in, p.out, p.pos, p.members = nil, nil, 0, p.members[:0]
+	if cap(p.scratch) > maxKept {
+		p.scratch = nil
+	}
+	if cap(p.esc) > maxKept {
+		p.esc = nil
+	}
+	if cap(p.members) > maxKept/32 {
+		p.members = nil
+	}
+	parsers.Put(p)
 }
 
 type parser struct {

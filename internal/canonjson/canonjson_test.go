@@ -109,3 +109,28 @@ func BenchmarkReference(b *testing.B) {
 		}
 	}
 }
+
+// Append writes after what dst holds, leaves dst as it was on an error,
+// and a parser reused after a refused document (the pool) canonicalises
+// the next one as a fresh one would.
+func TestAppend_ReusesItsBuffersWithoutCarryingAnythingOver(t *testing.T) {
+	dst := []byte("prefix:")
+	out, err := Append(dst, []byte(`{"b":{"y":1,"x":"\n"},"a":[1.0]}`))
+	if err != nil || string(out) != `prefix:{"a":[1],"b":{"x":"\n","y":1}}` {
+		t.Fatalf("Append = %q, %v", out, err)
+	}
+	for range 100 {
+		bad, err := Append([]byte("kept"), []byte(`{"z":{"q":1,"p":[`))
+		if err == nil || string(bad) != "kept" {
+			t.Fatalf("Append of a truncated document = %q, %v; want the error and dst as it was", bad, err)
+		}
+		got, err := Append(nil, []byte(`{"d":1,"c":{"f":2,"e":3}}`))
+		if err != nil || string(got) != `{"c":{"e":3,"f":2},"d":1}` {
+			t.Fatalf("Append after a refused document = %q, %v", got, err)
+		}
+	}
+	doc := []byte(`{"b":{"y":1,"x":"a"},"a":[1,2,3],"c":"\u00e9"}`)
+	if n := testing.AllocsPerRun(100, func() { dst, _ = Append(dst[:0], doc) }); n > 0 {
+		t.Errorf("Append into a buffer with room allocates %.0f times; want 0", n)
+	}
+}

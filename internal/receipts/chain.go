@@ -8,9 +8,8 @@ import (
 	"fmt"
 	"iter"
 	"strconv"
+	"sync"
 	"time"
-
-	"github.com/gatehouse/gatehouse/internal/canonjson"
 )
 
 // The chain. Each workspace's receipts form one hash chain, in seq order
@@ -57,24 +56,19 @@ func ChainHash(receiptID string, seq int64, prevHash, contentHash []byte, metada
 	// for every receipt): the members in JCS order, the hex strings and the
 	// id needing no escapes, seq an integer ECMAScript prints as is; only
 	// the metadata is canonicalised.
-	meta, err := canonjson.Transform(metadata)
-	if err != nil {
-		return nil, fmt.Errorf("receipts: canonicalise: %w", err)
-	}
-	b := make([]byte, 0, len(meta)+len(receiptID)+4*HashSize+80)
-	b = append(b, `{"content_hash":"`...)
+	var pre [len(`{"content_hash":"","metadata":`) + 2*HashSize]byte
+	b := append(pre[:0], `{"content_hash":"`...)
 	b = hex.AppendEncode(b, contentHash)
 	b = append(b, `","metadata":`...)
-	b = append(b, meta...)
-	b = append(b, `,"prev_hash":"`...)
-	b = hex.AppendEncode(b, prevHash)
-	b = append(b, `","receipt_id":"`...)
-	b = append(b, receiptID...)
-	b = append(b, `","seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	b = append(b, '}')
-	sum := sha256.Sum256(b)
-	return sum[:], nil
+	var post [len(`,"prev_hash":"","receipt_id":"","seq":}`) + 2*HashSize + 36 + 20]byte
+	a := append(post[:0], `,"prev_hash":"`...)
+	a = hex.AppendEncode(a, prevHash)
+	a = append(a, `","receipt_id":"`...)
+	a = append(a, receiptID...)
+	a = append(a, `","seq":`...)
+	a = strconv.AppendInt(a, seq, 10)
+	a = append(a, '}')
+	return sumCanonical(b, metadata, a)
 }
 
 // maxExactSeq is the largest integer a double holds exactly (2^53).
@@ -222,11 +216,66 @@ func (v *Verifier) Expect(seq int64, hash []byte) {
 // Add checks the next receipt. It returns false once the chain is broken
 // (at this receipt or before); later receipts are then not looked at.
 func (v *Verifier) Add(r Row) bool {
+	return v.AddPrepared(r, Prepare(r))
+}
+
+// PreparedRow is what checking a receipt computes from the receipt alone
+// (its content's verdict and its chain hash), not from the receipts
+// before it: Prepare runs on many receipts at once, on every core
+// (PrepareAll), and the verifier then only compares.
+type PreparedRow struct {
+	// reason is why the receipt itself is wrong, "" when it is not.
+	reason string
+	// sum is the receipt's chain hash as computed (nil with a reason).
+	sum []byte
+}
+
+// Prepare computes what checking r needs from r alone.
+func Prepare(r Row) PreparedRow {
+	if len(r.Hash) != HashSize || len(r.PrevHash) != HashSize || len(r.ContentHash) != HashSize {
+		return PreparedRow{reason: fmt.Sprintf("receipt %s has a hash, prev_hash or content_hash that is not 32 bytes", r.ReceiptID)}
+	}
+	if reason := contentReason(r); reason != "" {
+		return PreparedRow{reason: reason}
+	}
+	sum, err := ChainHash(r.ReceiptID, r.Seq, r.PrevHash, r.ContentHash, r.Metadata)
+	if err != nil {
+		return PreparedRow{reason: fmt.Sprintf("receipt %s cannot be hashed: %v", r.ReceiptID, err)}
+	}
+	return PreparedRow{sum: sum}
+}
+
+// PrepareAll prepares rows into pre (of the same length), splitting them
+// over up to workers goroutines.
+func PrepareAll(rows []Row, pre []PreparedRow, workers int) {
+	const least = 64 // rows worth a goroutine of their own
+	workers = min(workers, (len(rows)+least-1)/least)
+	if workers <= 1 {
+		for i := range rows {
+			pre[i] = Prepare(rows[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (len(rows) + workers - 1) / workers
+	for lo := 0; lo < len(rows); lo += chunk {
+		hi := min(lo+chunk, len(rows))
+		wg.Go(func() {
+			for i := lo; i < hi; i++ {
+				pre[i] = Prepare(rows[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// AddPrepared is Add with r's prepared part already computed (Prepare).
+func (v *Verifier) AddPrepared(r Row, pre PreparedRow) bool {
 	if v.broken {
 		return false
 	}
 	want := v.res.HeadSeq + 1
-	if reason := v.check(r, want); reason != "" {
+	if reason := v.check(r, want, pre); reason != "" {
 		v.broken = true
 		v.res.OK, v.res.FirstBadSeq, v.res.Reason = false, want, reason
 		return false
@@ -243,16 +292,36 @@ func (v *Verifier) Add(r Row) bool {
 	return true
 }
 
-// check returns why r cannot be the receipt at seq want, or "".
-func (v *Verifier) check(r Row, want int64) string {
+// check returns why r cannot be the receipt at seq want, or "" (pre is
+// Prepare(r)). The reasons come in the same order as the checks: seq,
+// then the receipt itself, then its place after the previous one.
+func (v *Verifier) check(r Row, want int64, pre PreparedRow) string {
 	switch {
 	case r.Seq > want:
 		return fmt.Sprintf("seq %d is missing: the chain goes from seq %d to seq %d", want, want-1, r.Seq)
 	case r.Seq < want:
 		return fmt.Sprintf("expected seq %d, found seq %d again or out of order (receipt %s)", want, r.Seq, r.ReceiptID)
-	case len(r.Hash) != HashSize || len(r.PrevHash) != HashSize || len(r.ContentHash) != HashSize:
-		return fmt.Sprintf("receipt %s has a hash, prev_hash or content_hash that is not 32 bytes", r.ReceiptID)
+	case pre.reason != "":
+		return pre.reason
 	}
+	if v.prev != nil && !bytes.Equal(r.PrevHash, v.prev) {
+		if want == 1 {
+			return fmt.Sprintf("the prev_hash of seq 1 (receipt %s) is not 32 zero bytes", r.ReceiptID)
+		}
+		return fmt.Sprintf("the prev_hash of receipt %s is not the hash of seq %d", r.ReceiptID, want-1)
+	}
+	if !bytes.Equal(pre.sum, r.Hash) {
+		return fmt.Sprintf("the hash of receipt %s does not match its receipt_id, seq, prev_hash, content_hash and metadata", r.ReceiptID)
+	}
+	if v.expectHash != nil && r.Seq == v.expectSeq && !bytes.Equal(r.Hash, v.expectHash) {
+		return fmt.Sprintf("the hash of seq %d differs from the checkpoint's head_hash: the chain was rewritten", r.Seq)
+	}
+	return ""
+}
+
+// contentReason is why r's content does not match its content hash and
+// redaction, or "".
+func contentReason(r Row) string {
 	content := bytes.TrimSpace(r.Content)
 	absent := len(content) == 0 || bytes.Equal(content, []byte("null"))
 	switch {
@@ -273,22 +342,6 @@ func (v *Verifier) check(r Row, want int64) string {
 		if !bytes.Equal(sum, r.ContentHash) {
 			return fmt.Sprintf("the content of receipt %s does not match its content_hash", r.ReceiptID)
 		}
-	}
-	if v.prev != nil && !bytes.Equal(r.PrevHash, v.prev) {
-		if want == 1 {
-			return fmt.Sprintf("the prev_hash of seq 1 (receipt %s) is not 32 zero bytes", r.ReceiptID)
-		}
-		return fmt.Sprintf("the prev_hash of receipt %s is not the hash of seq %d", r.ReceiptID, want-1)
-	}
-	sum, err := ChainHash(r.ReceiptID, r.Seq, r.PrevHash, r.ContentHash, r.Metadata)
-	if err != nil {
-		return fmt.Sprintf("receipt %s cannot be hashed: %v", r.ReceiptID, err)
-	}
-	if !bytes.Equal(sum, r.Hash) {
-		return fmt.Sprintf("the hash of receipt %s does not match its receipt_id, seq, prev_hash, content_hash and metadata", r.ReceiptID)
-	}
-	if v.expectHash != nil && r.Seq == v.expectSeq && !bytes.Equal(r.Hash, v.expectHash) {
-		return fmt.Sprintf("the hash of seq %d differs from the checkpoint's head_hash: the chain was rewritten", r.Seq)
 	}
 	return ""
 }

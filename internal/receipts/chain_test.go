@@ -123,24 +123,47 @@ func TestVerify_EachChangeIsFoundAtTheFirstReceiptItAffects(t *testing.T) {
 			return rows
 		}, 9, "not 32 bytes"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			rows := c.change(t, chainOf(t, 10))
-			res := receipts.Verify(slices.Values(rows))
-			if c.badSeq == 0 {
-				if !res.OK || res.Checked != int64(len(rows)) || res.HeadHash != hex.EncodeToString(rows[len(rows)-1].Hash) {
-					t.Fatalf("want ok, got %+v", res)
+	// Each change is found the same way by Verify, one receipt at a time,
+	// and by a verification that prepares a long page's receipts on four
+	// goroutines first (what the server's does, PrepareAll).
+	ways := []struct {
+		name   string
+		n      int
+		verify func([]receipts.Row) receipts.Result
+	}{
+		{"one at a time", 10, func(rows []receipts.Row) receipts.Result { return receipts.Verify(slices.Values(rows)) }},
+		{"prepared on four goroutines", 300, func(rows []receipts.Row) receipts.Result {
+			pre := make([]receipts.PreparedRow, len(rows))
+			receipts.PrepareAll(rows, pre, 4)
+			v := receipts.NewVerifier()
+			for i, r := range rows {
+				if !v.AddPrepared(r, pre[i]) {
+					break
 				}
-				return
 			}
-			if res.OK || res.FirstBadSeq != c.badSeq || !strings.Contains(res.Reason, c.because) {
-				t.Fatalf("got %+v; want first_bad_seq %d because %q", res, c.badSeq, c.because)
-			}
-			if res.Checked != c.badSeq-1 || res.HeadSeq != c.badSeq-1 {
-				t.Fatalf("checked %d, head %d; want %d", res.Checked, res.HeadSeq, c.badSeq-1)
-			}
-		})
+			return v.Result()
+		}},
+	}
+	for _, c := range cases {
+		for _, way := range ways {
+			t.Run(c.name+"/"+way.name, func(t *testing.T) {
+				t.Parallel()
+				rows := c.change(t, chainOf(t, way.n))
+				res := way.verify(rows)
+				if c.badSeq == 0 {
+					if !res.OK || res.Checked != int64(len(rows)) || res.HeadHash != hex.EncodeToString(rows[len(rows)-1].Hash) {
+						t.Fatalf("want ok, got %+v", res)
+					}
+					return
+				}
+				if res.OK || res.FirstBadSeq != c.badSeq || !strings.Contains(res.Reason, c.because) {
+					t.Fatalf("got %+v; want first_bad_seq %d because %q", res, c.badSeq, c.because)
+				}
+				if res.Checked != c.badSeq-1 || res.HeadSeq != c.badSeq-1 {
+					t.Fatalf("checked %d, head %d; want %d", res.Checked, res.HeadSeq, c.badSeq-1)
+				}
+			})
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -103,6 +104,9 @@ func Canonical(v any) ([]byte, error) {
 
 // ContentHash is sha256(JCS(content)).
 func ContentHash(content any) ([]byte, error) {
+	if raw, ok := content.(json.RawMessage); ok {
+		return sumCanonical(nil, raw)
+	}
 	b, err := Canonical(content)
 	if err != nil {
 		return nil, err
@@ -110,6 +114,30 @@ func ContentHash(content any) ([]byte, error) {
 	sum := sha256.Sum256(b)
 	return sum[:], nil
 }
+
+// sumCanonical is sha256(prefix || JCS(doc) || suffix), canonicalised
+// into a reused buffer (a verification hashes every receipt twice).
+func sumCanonical(prefix, doc []byte, suffix ...[]byte) ([]byte, error) {
+	bp := hashBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 64<<10 {
+			hashBufs.Put(bp)
+		}
+	}()
+	b, err := canonjson.Append(append((*bp)[:0], prefix...), doc)
+	if err != nil {
+		return nil, fmt.Errorf("receipts: canonicalise: %w", err)
+	}
+	for _, s := range suffix {
+		b = append(b, s...)
+	}
+	*bp = b
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// hashBufs are the buffers sumCanonical writes into.
+var hashBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // Prepared is a receipt ready to be written: its id, canonical content,
 // content hash and metadata.

@@ -292,6 +292,8 @@ func TestVerify_TamperingInSQLIsFoundAtTheFirstBadSeq(t *testing.T) {
 		{"a content number changed", `UPDATE receipts SET content = jsonb_set(content, '{arguments,priority}', '2') WHERE id = (SELECT receipt_id FROM receipt_links WHERE seq = 7)`, 7, "does not match its content_hash"},
 		{"two rows' seq swapped", `UPDATE receipt_links SET seq = 1000 WHERE seq = 3; UPDATE receipt_links SET seq = 3 WHERE seq = 6; UPDATE receipt_links SET seq = 6 WHERE seq = 1000`, 3, "prev_hash"},
 		{"a row deleted", `WITH l AS (DELETE FROM receipt_links WHERE seq = 5 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 5, "seq 5 is missing"},
+		// Seqs 4 to 6 are the second of the pages of three read below.
+		{"a page of rows deleted", `WITH l AS (DELETE FROM receipt_links WHERE seq BETWEEN 4 AND 6 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 4, "seq 4 is missing"},
 		// Deleting the head leaves a shorter chain that verifies: a checkpoint
 		// saved before is what catches it (see the checkpoint test).
 		{"the head deleted needs a checkpoint to be seen", `WITH l AS (DELETE FROM receipt_links WHERE seq = 10 RETURNING receipt_id) DELETE FROM receipts WHERE id IN (SELECT receipt_id FROM l)`, 0, ""},
@@ -322,6 +324,12 @@ func TestVerify_TamperingInSQLIsFoundAtTheFirstBadSeq(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := verify(t, pool, ws, nil)
+			// Read a page of three at a time (pages read ahead of the
+			// one checked), the verification finds the same.
+			paged, err := receipts.NewService(pool).WithVerifyPage(3).VerifyWorkspace(t.Context(), ws, nil)
+			if err != nil || paged.Reason != res.Reason || paged.FirstBadSeq != res.FirstBadSeq || paged.Checked != res.Checked || paged.HeadHash != res.HeadHash {
+				t.Fatalf("in pages of three: %+v, %v; in one page: %+v", paged, err, res)
+			}
 			if c.badSeq == 0 {
 				if !res.OK {
 					t.Fatalf("want ok, got %+v", res)
