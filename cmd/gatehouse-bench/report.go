@@ -319,6 +319,7 @@ by `+"`make bench`"+`; do not edit it by hand.
 		walSharesMarkdown(&b, r)
 	}
 	b.WriteString(callWrites)
+	b.WriteString(callTime)
 
 	if len(rep.goBench.Benchmarks) > 0 {
 		fmt.Fprintf(&b, "\n### Pure parts (Go micro-benchmarks, `-benchtime %s`)\n\n", rep.goBench.BenchTime)
@@ -379,6 +380,41 @@ What is left to reach the issue's 12 WAL records per call: the audit row
 proposal row says; deriving the audit page's call rows and the receipt's
 content from the call's row (a ledger row the chain links to) would leave
 the proposal, the record, the link and the commit.
+`
+
+// callTime is where an automatic call's CPU goes, measured once by hand
+// (pg_stat_statements needs the cluster restarted with it preloaded, which
+// the bench's own cluster is not).
+const callTime = `
+### Where an automatic call's time goes (measured once, 2026-11-28)
+
+Not this run's: measured by hand at ` + "`64d8efd`" + ` on this machine, a server on its
+own cluster with ` + "`pg_stat_statements`" + ` preloaded, 8 clients calling
+records.put (auto-run, one conversation) for 10 s at 977 calls/s, and a
+15 s CPU profile of the server at 1,037 calls/s. Per call:
+
+| where | statement or part | time per call | WAL records per call |
+|---|---|---|---|
+| PostgreSQL | RecordAutoCall (the proposal, its audit row, its receipt: 3 rows, 11 index entries) | 0.42 ms (7,799 of the 9,770 calls; the other 1,971 were committed in groups, RecordAutoCalls, 0.35 ms a call) | 15.9 |
+| PostgreSQL | PutRecord (the tool's own upsert: 4 indexes, two of them trigram GIN) | 0.17 ms | 7.0 |
+| PostgreSQL | ReadConversationForDecision (the decision's read) | 0.05 ms | 0 |
+| PostgreSQL | the work after the call: sequencer (reading receipts, linking), roll-ups (intent, conversations, notifications, audit hours) and their pg_locks reads | 0.18 ms | 3.2 |
+| server | the whole request (profile: 0.5 of a core at 1,037 calls/s) | 0.48 ms | |
+| server | of which system calls (sockets to the client and to PostgreSQL) | 21 % | |
+| server | of which encoding/json (results, audit data, receipts, responses) | 11 % | |
+
+Both processes are CPU-bound on two cores: about 0.8 ms of PostgreSQL
+and 0.5 ms of server CPU per call, against pgbench's INSERT at about
+0.06 ms. Reaching 0.25× would need both cut about threefold. Measured and
+ruled out as the limit: dropping the proposals' last foreign key (the
+conversation's key-share lock and its MultiXact; 4 alternating 10 s runs,
+no difference beyond the runs' spread) and sending the decision's COMMIT
+while an upstream read is called (5 interleaved benchmark pairs, no
+difference). What would reach it is the ledger (issue 32): the receipt
+and the audit row derived from the proposal row instead of written with
+it, which is the two thirds of RecordAutoCall's index entries and WAL
+that copy it, and the tool's effect in the same statement (one round trip
+fewer: system calls are a fifth of the server's time).
 `
 
 const howToRead = `
