@@ -221,7 +221,7 @@ func (v *Verifier) Add(r Row) bool {
 
 // PreparedRow is what checking a receipt computes from the receipt alone
 // (its content's verdict and its chain hash), not from the receipts
-// before it: Prepare runs on many receipts at once, on every core
+// before it: Prepare runs on many receipts at once, on several cores
 // (PrepareAll), and the verifier then only compares.
 type PreparedRow struct {
 	// reason is why the receipt itself is wrong, "" when it is not.
