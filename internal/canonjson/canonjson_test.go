@@ -129,6 +129,9 @@ func TestAppend_ReusesItsBuffersWithoutCarryingAnythingOver(t *testing.T) {
 			t.Fatalf("Append after a refused document = %q, %v", got, err)
 		}
 	}
+	if raceEnabled {
+		return // the pool drops buffers at random under the race detector
+	}
 	doc := []byte(`{"b":{"y":1,"x":"a"},"a":[1,2,3],"c":"\u00e9"}`)
 	if n := testing.AllocsPerRun(100, func() { dst, _ = Append(dst[:0], doc) }); n > 0 {
 		t.Errorf("Append into a buffer with room allocates %.0f times; want 0", n)
