@@ -160,9 +160,12 @@ func TestMCP_AnInstanceThatMissedASessionsEndLetsItGoWithinTheTouchInterval(t *t
 	if got := m.at(b.url).status(t); got != http.StatusNotFound {
 		t.Fatalf("the instance that missed the end: %d", got)
 	}
-	if proposalsMade(t, a) != made || b.srv.MCPLiveSessions() != 0 {
-		t.Fatal("the session's call was recorded, or its copy kept")
+	if proposalsMade(t, a) != made {
+		t.Fatal("the session's call was recorded")
 	}
+	// The copy goes once the SDK's session has closed, which may be just
+	// after it answered.
+	within(t, 5*time.Second, "the instance that missed the end to let its copy go", func() bool { return b.srv.MCPLiveSessions() == 0 })
 }
 
 // Only the token that opened a session calls in it: another token, of
