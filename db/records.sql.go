@@ -240,6 +240,7 @@ WITH hits AS MATERIALIZED (
     SELECT collection, key, value, notes, updated_at FROM records
     WHERE workspace_id = $1
       AND ($2::text IS NULL OR collection = $2)
+      AND (key || E'\x1f' || (value::text)) ILIKE '%' || $3::text || '%'
       AND (key ILIKE '%' || $3::text || '%' OR value::text ILIKE '%' || $3::text || '%')
 )
 SELECT collection, key, value, notes, updated_at FROM hits
@@ -261,10 +262,12 @@ type SearchRecordsRow struct {
 	UpdatedAt  time.Time
 }
 
-// The matches are found through the trigram indexes first (MATERIALIZED:
+// The matches are found through the trigram index first (MATERIALIZED:
 // the planner must not walk the primary key in order hoping that 50
 // matches come early, which reads every record when few match), then
-// the first 50 in order.
+// the first 50 in order. The index is over the key and the value's text
+// joined by U+001F (migration 58); the second condition keeps a match
+// within one of them.
 func (q *Queries) SearchRecords(ctx context.Context, arg SearchRecordsParams) ([]SearchRecordsRow, error) {
 	rows, err := q.db.Query(ctx, searchRecords, arg.WorkspaceID, arg.Collection, arg.Query)
 	if err != nil {

@@ -1,12 +1,15 @@
 -- name: SearchRecords :many
--- The matches are found through the trigram indexes first (MATERIALIZED:
+-- The matches are found through the trigram index first (MATERIALIZED:
 -- the planner must not walk the primary key in order hoping that 50
 -- matches come early, which reads every record when few match), then
--- the first 50 in order.
+-- the first 50 in order. The index is over the key and the value's text
+-- joined by U+001F (migration 58); the second condition keeps a match
+-- within one of them.
 WITH hits AS MATERIALIZED (
     SELECT collection, key, value, notes, updated_at FROM records
     WHERE workspace_id = $1
       AND (sqlc.narg(collection)::text IS NULL OR collection = sqlc.narg(collection))
+      AND (key || E'\x1f' || (value::text)) ILIKE '%' || sqlc.arg(query)::text || '%'
       AND (key ILIKE '%' || sqlc.arg(query)::text || '%' OR value::text ILIKE '%' || sqlc.arg(query)::text || '%')
 )
 SELECT collection, key, value, notes, updated_at FROM hits

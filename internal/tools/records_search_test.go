@@ -38,6 +38,10 @@ func TestRecordsSearch_ShortQueryMatchesTheStartOfAKey(t *testing.T) {
 	put(ws, "archive", "a_c_100%", `{}`)
 	put(ws, "archive", "abc", `{"n": "1000"}`) // what a_c and 00% would match as LIKE patterns
 	put(other, "clients", "acme-other", `{}`)
+	// The index joins key and value's text with U+001F (migration 58): a
+	// match spanning the two is not one; a key's own U+001F still matches.
+	put(ws, "joined", "spana", `{"x": 1}`)
+	put(ws, "joined", "six\x1fseven", `{}`)
 	tool := mustTool(t, mustBuiltin(t), "records.search")
 
 	for _, c := range []struct {
@@ -52,6 +56,9 @@ func TestRecordsSearch_ShortQueryMatchesTheStartOfAKey(t *testing.T) {
 		{"no key starts with it", `{"query": "on"}`, nil},
 		{"three characters, anywhere", `{"query": "aco"}`, []string{"clients/ACORN", "clients/bacon"}},
 		{"three characters, in a value", `{"query": "acme", "collection": "clients"}`, []string{"clients/acme", "clients/zed"}},
+		{"not across a key and its value", `{"query": "na\u001f{\"x"}`, nil},
+		{"a key's own control character", `{"query": "x\u001fs", "collection": "joined"}`, []string{"joined/six\x1fseven"}},
+		{"a value's text", `{"query": "{\"x\": 1", "collection": "joined"}`, []string{"joined/spana"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			res, err := run(t, pool, tool, ws, c.args)
