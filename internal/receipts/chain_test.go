@@ -156,12 +156,7 @@ func TestVerify_EachChangeIsFoundAtTheFirstReceiptItAffects(t *testing.T) {
 					}
 					return
 				}
-				if res.OK || res.FirstBadSeq != c.badSeq || !strings.Contains(res.Reason, c.because) {
-					t.Fatalf("got %+v; want first_bad_seq %d because %q", res, c.badSeq, c.because)
-				}
-				if res.Checked != c.badSeq-1 || res.HeadSeq != c.badSeq-1 {
-					t.Fatalf("checked %d, head %d; want %d", res.Checked, res.HeadSeq, c.badSeq-1)
-				}
+				wantBreak(t, res, c.badSeq, c.because)
 			})
 		}
 	}
@@ -261,5 +256,17 @@ func TestCheckpoint_SignedBytesAndSignature(t *testing.T) {
 	}
 	if _, err := receipts.ParsePublicKey([]byte("not a key")); err == nil {
 		t.Error("a non-key parsed")
+	}
+}
+
+// wantBreak fails t unless res is a chain broken at seq badSeq for a
+// reason that says because, with the receipts before it verified.
+func wantBreak(t *testing.T, res receipts.Result, badSeq int64, because string) {
+	t.Helper()
+	if res.OK || res.FirstBadSeq != badSeq || !strings.Contains(res.Reason, because) {
+		t.Fatalf("got %+v; want first_bad_seq %d, a reason with %q", res, badSeq, because)
+	}
+	if res.Checked != badSeq-1 || res.HeadSeq != badSeq-1 {
+		t.Fatalf("checked %d, head %d; want the %d receipts before the break", res.Checked, res.HeadSeq, badSeq-1)
 	}
 }

@@ -336,12 +336,7 @@ func TestVerify_TamperingInSQLIsFoundAtTheFirstBadSeq(t *testing.T) {
 				}
 				return
 			}
-			if res.OK || res.FirstBadSeq != c.badSeq || !strings.Contains(res.Reason, c.because) {
-				t.Fatalf("got %+v; want first_bad_seq %d, a reason with %q", res, c.badSeq, c.because)
-			}
-			if res.Checked != c.badSeq-1 || res.HeadSeq != c.badSeq-1 {
-				t.Errorf("checked %d, head %d; want the %d receipts before the break", res.Checked, res.HeadSeq, c.badSeq-1)
-			}
+			wantBreak(t, res, c.badSeq, c.because)
 		})
 	}
 }
