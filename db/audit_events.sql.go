@@ -112,6 +112,9 @@ const foldAuditHours = `-- name: FoldAuditHours :one
 WITH w AS (
     SELECT f.folded_to AS after, least(r.folded_to, f.folded_to + $1::bigint) AS upto
     FROM audit_hours_folded f JOIN rollup_feeds r ON r.feed = 'audit_events'
+    -- Locked only when there is something to fold: an idle turn writes
+    -- nothing.
+    WHERE r.folded_to > f.folded_to
     FOR UPDATE OF f SKIP LOCKED
 ), hours AS (
     SELECT a.workspace_id, date_trunc('hour', a.created_at AT TIME ZONE 'UTC') AS hour, min(a.id) AS min_id, max(a.id) AS max_id

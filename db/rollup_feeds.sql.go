@@ -26,28 +26,6 @@ func (q *Queries) GetRollupFeed(ctx context.Context, feed string) (RollupFeed, e
 	return i, err
 }
 
-const lockRollupFeed = `-- name: LockRollupFeed :one
-
-SELECT feed, folded_to, next_to, next_writers, folded_at FROM rollup_feeds WHERE feed = $1 FOR UPDATE SKIP LOCKED
-`
-
-// The roll-up's feeds (internal/rollup): the watermark of each
-// insert-ordered table the roll-up folds (evidence, audit_events).
-// The feed's row, for the one worker that folds it now; another instance
-// holding it gets no row and skips its turn.
-func (q *Queries) LockRollupFeed(ctx context.Context, feed string) (RollupFeed, error) {
-	row := q.db.QueryRow(ctx, lockRollupFeed, feed)
-	var i RollupFeed
-	err := row.Scan(
-		&i.Feed,
-		&i.FoldedTo,
-		&i.NextTo,
-		&i.NextWriters,
-		&i.FoldedAt,
-	)
-	return i, err
-}
-
 const rollupWriters = `-- name: RollupWriters :one
 SELECT gatehouse_table_writers(to_regclass($1::text))::text[] AS writers
 `
@@ -90,4 +68,25 @@ func (q *Queries) SetRollupFeed(ctx context.Context, arg SetRollupFeedParams) er
 		arg.NextWriters,
 	)
 	return err
+}
+
+const tryHoldRollupFeed = `-- name: TryHoldRollupFeed :one
+
+SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext($1::text))::boolean AS held
+`
+
+// The roll-up's feeds (internal/rollup): the watermark of each
+// insert-ordered table the roll-up folds (evidence, audit_events).
+// Holds the feed for the one worker that folds it now, to the end of the
+// transaction; false: another worker holds it (and this one skips its
+// turn). A transaction-scoped advisory lock, not a row lock: a turn with
+// nothing to fold then writes nothing (a row lock writes WAL and takes a
+// transaction id, on every turn of every feed, idle or not). Read the
+// feed's row after it, in a statement of its own, so the snapshot sees
+// what the last holder committed.
+func (q *Queries) TryHoldRollupFeed(ctx context.Context, feed string) (bool, error) {
+	row := q.db.QueryRow(ctx, tryHoldRollupFeed, feed)
+	var held bool
+	err := row.Scan(&held)
+	return held, err
 }

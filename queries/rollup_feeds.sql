@@ -1,10 +1,15 @@
 -- The roll-up's feeds (internal/rollup): the watermark of each
 -- insert-ordered table the roll-up folds (evidence, audit_events).
 
--- name: LockRollupFeed :one
--- The feed's row, for the one worker that folds it now; another instance
--- holding it gets no row and skips its turn.
-SELECT * FROM rollup_feeds WHERE feed = $1 FOR UPDATE SKIP LOCKED;
+-- name: TryHoldRollupFeed :one
+-- Holds the feed for the one worker that folds it now, to the end of the
+-- transaction; false: another worker holds it (and this one skips its
+-- turn). A transaction-scoped advisory lock, not a row lock: a turn with
+-- nothing to fold then writes nothing (a row lock writes WAL and takes a
+-- transaction id, on every turn of every feed, idle or not). Read the
+-- feed's row after it, in a statement of its own, so the snapshot sees
+-- what the last holder committed.
+SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext(sqlc.arg(feed)::text))::boolean AS held;
 
 -- name: GetRollupFeed :one
 SELECT * FROM rollup_feeds WHERE feed = $1;

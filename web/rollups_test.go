@@ -84,3 +84,34 @@ func TestRollUp_PagesReadTheSameBeforeAndAfterItFolds(t *testing.T) {
 		}
 	}
 }
+
+// An idle server writes nothing: every background turn (each roll-up feed
+// every 250 ms, the sequencer, the notifications) finds nothing to fold
+// and takes no row lock, so no WAL record and no transaction id (about
+// 30 a second per instance when each turn locked its feed's row). A row
+// lock leaves the locker's transaction id in the row's xmax; a fold
+// replaces the row, whose new version has none.
+func TestRollUp_AnIdleServerLocksNoFeed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.waitFolded()
+	time.Sleep(time.Second) // several idle turns of every feed
+	rows, err := e.pool.Query(context.Background(), `SELECT feed || ' by ' || xmax::text FROM rollup_feeds WHERE xmax <> '0' ORDER BY feed`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locked []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		locked = append(locked, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(locked) > 0 {
+		t.Errorf("idle turns locked feeds: %v", locked)
+	}
+}

@@ -22,7 +22,7 @@ const BatchSize = 1000
 // fold chains the receipts up to a position once every transaction that
 // was writing receipts when that position was read has ended, so a
 // receipt that commits late is never skipped. One sequencer runs at a
-// time across all instances (the feed's row is locked for the turn).
+// time across all instances (it holds the feed for the turn).
 func Feed(now time.Time, chained *int) rollup.Feed {
 	return rollup.Feed{
 		Name: "receipts",

@@ -205,8 +205,8 @@ func TestSequence_WaitsItsTurnWhileAnotherSequencerHoldsTheFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(t.Context())
-	if _, err := tx.Exec(t.Context(), "SELECT 1 FROM rollup_feeds WHERE feed = 'receipts' FOR UPDATE"); err != nil {
-		t.Fatal(err)
+	if held, err := db.New(tx).TryHoldRollupFeed(t.Context(), "receipts"); err != nil || !held {
+		t.Fatalf("holding the feed: %v, %v", held, err)
 	}
 	start := time.Now()
 	if n, err := receipts.Sequence(t.Context(), pool, time.Now()); err != nil || n != 0 {
