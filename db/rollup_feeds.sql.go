@@ -72,8 +72,21 @@ func (q *Queries) SetRollupFeed(ctx context.Context, arg SetRollupFeedParams) er
 
 const tryHoldRollupFeed = `-- name: TryHoldRollupFeed :one
 
-SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext($1::text))::boolean AS held
+SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext($1::text))::boolean AS held,
+       set_config('plan_cache_mode', CASE WHEN $2::boolean THEN 'force_generic_plan' ELSE current_setting('plan_cache_mode') END, true)::text AS plan_cache_mode,
+       set_config('jit', CASE WHEN $2::boolean THEN 'off' ELSE current_setting('jit') END, true)::text AS jit
 `
+
+type TryHoldRollupFeedParams struct {
+	Feed    string
+	Generic bool
+}
+
+type TryHoldRollupFeedRow struct {
+	Held          bool
+	PlanCacheMode string
+	Jit           string
+}
 
 // The roll-up's feeds (internal/rollup): the watermark of each
 // insert-ordered table the roll-up folds (evidence, audit_events).
@@ -84,9 +97,13 @@ SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext($1
 // transaction id, on every turn of every feed, idle or not). Read the
 // feed's row after it, in a statement of its own, so the snapshot sees
 // what the last holder committed.
-func (q *Queries) TryHoldRollupFeed(ctx context.Context, feed string) (bool, error) {
-	row := q.db.QueryRow(ctx, tryHoldRollupFeed, feed)
-	var held bool
-	err := row.Scan(&held)
-	return held, err
+//
+// generic: the turn's statements use generic plans, without JIT
+// compilation (plan_cache_mode and jit, to the end of the transaction;
+// see rollup.Feed.GenericPlans).
+func (q *Queries) TryHoldRollupFeed(ctx context.Context, arg TryHoldRollupFeedParams) (TryHoldRollupFeedRow, error) {
+	row := q.db.QueryRow(ctx, tryHoldRollupFeed, arg.Feed, arg.Generic)
+	var i TryHoldRollupFeedRow
+	err := row.Scan(&i.Held, &i.PlanCacheMode, &i.Jit)
+	return i, err
 }

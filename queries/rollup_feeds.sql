@@ -9,7 +9,13 @@
 -- transaction id, on every turn of every feed, idle or not). Read the
 -- feed's row after it, in a statement of its own, so the snapshot sees
 -- what the last holder committed.
-SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext(sqlc.arg(feed)::text))::boolean AS held;
+--
+-- generic: the turn's statements use generic plans, without JIT
+-- compilation (plan_cache_mode and jit, to the end of the transaction;
+-- see rollup.Feed.GenericPlans).
+SELECT pg_try_advisory_xact_lock(hashtext('gatehouse.rollup_feeds'), hashtext(sqlc.arg(feed)::text))::boolean AS held,
+       set_config('plan_cache_mode', CASE WHEN sqlc.arg(generic)::boolean THEN 'force_generic_plan' ELSE current_setting('plan_cache_mode') END, true)::text AS plan_cache_mode,
+       set_config('jit', CASE WHEN sqlc.arg(generic)::boolean THEN 'off' ELSE current_setting('jit') END, true)::text AS jit;
 
 -- name: GetRollupFeed :one
 SELECT * FROM rollup_feeds WHERE feed = $1;

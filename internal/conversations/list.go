@@ -206,7 +206,7 @@ func messagesFeed(span int64) rollup.Feed {
 }
 
 func callsFeed(span int64) rollup.Feed {
-	return rollup.Feed{Name: CallsFeed, Tables: []string{"audit_events"},
+	return rollup.Feed{Name: CallsFeed, Tables: []string{"audit_events"}, GenericPlans: true,
 		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.AuditHead(ctx) },
 		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
 			upto = min(upto, after+span)

@@ -522,7 +522,7 @@ func (s *Service) sweep(ctx context.Context, q *db.Queries) error {
 
 // feed is the audit log's roll-up, folding batch rows per transaction.
 func (s *Service) feed(batch int32) rollup.Feed {
-	return rollup.Feed{Name: FeedName,
+	return rollup.Feed{Name: FeedName, GenericPlans: true,
 		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.AuditHead(ctx) },
 		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
 			return foldCalls(ctx, q, after, upto, batch)

@@ -75,7 +75,7 @@ const foldSpan = 20000
 // RollUp takes one turn of the feed that queues notifications (run on
 // every instance: one at a time folds it).
 func (s *Service) RollUp(ctx context.Context) (rollup.Progress, error) {
-	return rollup.Advance(ctx, s.pool, rollup.Feed{Name: FeedName, Tables: []string{"audit_events"},
+	return rollup.Advance(ctx, s.pool, rollup.Feed{Name: FeedName, Tables: []string{"audit_events"}, GenericPlans: true,
 		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.AuditHead(ctx) },
 		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
 			upto = min(upto, after+foldSpan)

@@ -31,7 +31,7 @@ const shadowBatch = 5000
 
 // shadowFeed folds the audit rows' shadow verdicts into shadow_counts.
 func shadowFeed() rollup.Feed {
-	return rollup.Feed{Name: ShadowFeed, Tables: []string{"audit_events"},
+	return rollup.Feed{Name: ShadowFeed, Tables: []string{"audit_events"}, GenericPlans: true,
 		Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.AuditHead(ctx) },
 		Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
 			end, err := q.AuditBatchEnd(ctx, db.AuditBatchEndParams{After: after, Upto: upto, MaxRows: shadowBatch})

@@ -205,8 +205,8 @@ func TestSequence_WaitsItsTurnWhileAnotherSequencerHoldsTheFeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(t.Context())
-	if held, err := db.New(tx).TryHoldRollupFeed(t.Context(), "receipts"); err != nil || !held {
-		t.Fatalf("holding the feed: %v, %v", held, err)
+	if hold, err := db.New(tx).TryHoldRollupFeed(t.Context(), db.TryHoldRollupFeedParams{Feed: "receipts"}); err != nil || !hold.Held {
+		t.Fatalf("holding the feed: %v, %v", hold.Held, err)
 	}
 	start := time.Now()
 	if n, err := receipts.Sequence(t.Context(), pool, time.Now()); err != nil || n != 0 {

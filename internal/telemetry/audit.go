@@ -37,7 +37,7 @@ func (t *Telemetry) Exports() bool { return t != nil && (t.logger != nil || t.js
 // starts from then.
 func (t *Telemetry) AuditRollUp(pool *pgxpool.Pool) rollup.Step {
 	return func(ctx context.Context) (rollup.Progress, error) {
-		return rollup.Advance(ctx, pool, rollup.Feed{Name: AuditFeed, Tables: []string{"audit_events"},
+		return rollup.Advance(ctx, pool, rollup.Feed{Name: AuditFeed, Tables: []string{"audit_events"}, GenericPlans: true,
 			Head: func(ctx context.Context, q *db.Queries) (int64, error) { return q.AuditHead(ctx) },
 			Fold: func(ctx context.Context, q *db.Queries, after, upto int64) (int64, error) {
 				if !t.Exports() {
