@@ -404,6 +404,13 @@ records.put (auto-run, one conversation) for 10 s at 977 calls/s, and a
 | server | of which system calls (sockets to the client and to PostgreSQL) | 21 % | |
 | server | of which encoding/json (results, audit data, receipts, responses) | 11 % | |
 
+Planning is not in the table (` + "`pg_stat_statements.track_planning`" + ` was
+off). Measured again with it on, at ` + "`8ec7f37`" + `: the roll-ups' statements over
+the partitioned audit log were planned on every turn, 2.3 s of planning
+in 10 s (about 0.2 ms a call; ` + "`perf`" + ` put 14 % of PostgreSQL's samples in
+planning), more than they took to run; since ` + "`ebeffab`" + ` those turns use
+generic plans without JIT: 0.07 s in 10 s.
+
 Both processes are CPU-bound on two cores: about 0.8 ms of PostgreSQL
 and 0.5 ms of server CPU per call, against pgbench's INSERT at about
 0.06 ms. Reaching 0.25× would need both cut about threefold. Measured and
