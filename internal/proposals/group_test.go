@@ -223,13 +223,18 @@ func TestGroupCommit_ConcurrentCallsThroughProposeAllLandOnce(t *testing.T) {
 	if transactions >= n {
 		t.Errorf("%d calls in %d transactions: none shared one", n, transactions)
 	}
-	// Every line points at its own call, in the order the calls were recorded.
+	// Every line points at its own call, and a group's lines are in the
+	// order its calls ran (their ids are drawn in that order, one after
+	// the other). Across groups and lone calls there is no such order:
+	// concurrent calls draw their ids and their lines' in either order.
 	var misplaced int
 	f.pool.QueryRow(ctx, `SELECT count(*) FROM transcript_lines m JOIN proposals p ON p.id = m.proposal_id
 		WHERE m.conversation_id IS DISTINCT FROM p.conversation_id OR m.content <> p.tool`).Scan(&misplaced)
 	var disordered bool
-	f.pool.QueryRow(ctx, `SELECT array_agg(m.proposal_id ORDER BY m.id) IS DISTINCT FROM array_agg(m.proposal_id ORDER BY p.id)
-		FROM transcript_lines m JOIN proposals p ON p.id = m.proposal_id`).Scan(&disordered)
+	f.pool.QueryRow(ctx, `SELECT coalesce(bool_or(g.lines IS DISTINCT FROM g.ids), false) FROM (
+		SELECT array_agg(m.proposal_id ORDER BY m.id) AS lines, array_agg(m.proposal_id ORDER BY p.id) AS ids
+		FROM transcript_lines m JOIN proposals p ON p.id = m.proposal_id
+		GROUP BY p.created_at) g`).Scan(&disordered)
 	if misplaced != 0 || disordered {
 		t.Errorf("transcript: %d lines on the wrong call, out of order: %v", misplaced, disordered)
 	}
