@@ -20,6 +20,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,7 +35,11 @@ type Feed struct {
 	Name string
 	// Tables are the tables whose rows draw the feed's ids, when the
 	// feed is not one table's (nil: the table Name): their writers are
-	// the transactions a candidate waits for.
+	// the transactions a candidate waits for. Feeds of one process with
+	// the same tables share what they read of them for a moment
+	// (shareFor): a candidate (the head and its writers), and whether a
+	// candidate's writers have ended. So their Head must read the same
+	// id (every feed of audit_events reads AuditHead).
 	Tables []string
 	// Head is the largest id visible in the table.
 	Head func(ctx context.Context, q *db.Queries) (int64, error)
@@ -96,9 +102,10 @@ func Advance(ctx context.Context, pool *pgxpool.Pool, f Feed) (Progress, error) 
 	if err != nil {
 		return Progress{}, fmt.Errorf("rollup: %s: read: %w", f.Name, err)
 	}
+	shared := sharedFor(pool)
 	safe := st.FoldedTo
 	if st.NextTo > st.FoldedTo {
-		gone, err := q.RollupWritersGone(ctx, st.NextWriters)
+		gone, err := shared.writersGone(ctx, q, st.NextWriters)
 		if err != nil {
 			return Progress{}, fmt.Errorf("rollup: %s: writers: %w", f.Name, err)
 		}
@@ -124,15 +131,21 @@ func Advance(ctx context.Context, pool *pgxpool.Pool, f Feed) (Progress, error) 
 	if next <= to {
 		// The candidate is folded (or there was none): the next one is
 		// the largest id visible now, with the transactions writing the
-		// table after it was read.
-		head, err := f.Head(ctx, q)
-		if err != nil {
-			return Progress{}, fmt.Errorf("rollup: %s: head: %w", f.Name, err)
-		}
-		next, writers = max(head, to), nil
-		if next > to {
-			if writers, err = f.writers(ctx, q); err != nil {
-				return Progress{}, fmt.Errorf("rollup: %s: writers: %w", f.Name, err)
+		// table after it was read; or such a pair another feed of the
+		// same tables read a moment ago.
+		if c, ok := shared.candidate(f.tablesKey(), to); ok {
+			next, writers = c.head, c.writers
+		} else {
+			head, err := f.Head(ctx, q)
+			if err != nil {
+				return Progress{}, fmt.Errorf("rollup: %s: head: %w", f.Name, err)
+			}
+			next, writers = max(head, to), nil
+			if next > to {
+				if writers, err = f.writers(ctx, q); err != nil {
+					return Progress{}, fmt.Errorf("rollup: %s: writers: %w", f.Name, err)
+				}
+				shared.noteCandidate(f.tablesKey(), next, writers)
 			}
 		}
 	}
@@ -154,12 +167,24 @@ func Advance(ctx context.Context, pool *pgxpool.Pool, f Feed) (Progress, error) 
 	return Progress{Folded: to - st.FoldedTo, Moved: moved, More: to < safe || fresh}, nil
 }
 
+// tables are the tables whose rows draw the feed's ids.
+func (f Feed) tables() []string {
+	if len(f.Tables) == 0 {
+		return []string{f.Name}
+	}
+	return f.Tables
+}
+
+// tablesKey names the feed's tables, for what feeds share.
+func (f Feed) tablesKey() string {
+	t := slices.Clone(f.tables())
+	slices.Sort(t)
+	return strings.Join(t, ",")
+}
+
 // writers are the transactions writing the feed's tables now.
 func (f Feed) writers(ctx context.Context, q *db.Queries) ([]string, error) {
-	tables := f.Tables
-	if len(tables) == 0 {
-		tables = []string{f.Name}
-	}
+	tables := f.tables()
 	var all []string
 	for _, t := range tables {
 		w, err := q.RollupWriters(ctx, t)
@@ -217,4 +242,92 @@ func Run(ctx context.Context, log *slog.Logger, every time.Duration, steps ...St
 			wait = every
 		}
 	}
+}
+
+// shareFor is how long the feeds of one process use what another of them
+// read of the same tables in pg_locks: a candidate, or that a candidate's
+// writers have ended. Five feeds fold audit_events; each read
+// pg_locks twice a turn, which copies the whole lock table under every
+// lock partition's lock (0.5 s of PostgreSQL in 10 s of the bench's
+// records.put at 8 clients, beside calls waiting for those partitions).
+// A turn comes every busyEvery while rows come in, so one read serves a
+// round of turns.
+const shareFor = busyEvery / 2
+
+// sharedByPool is what this process's feeds read of their tables'
+// writers, per database (per pool: tests run many databases in one
+// process, and one database's candidate says nothing of another's).
+var sharedByPool sync.Map // *pgxpool.Pool -> *sharedReads
+
+func sharedFor(pool *pgxpool.Pool) *sharedReads {
+	if s, ok := sharedByPool.Load(pool); ok {
+		return s.(*sharedReads)
+	}
+	s, _ := sharedByPool.LoadOrStore(pool, &sharedReads{candidates: map[string]candidate{}, ended: map[string]time.Time{}})
+	return s.(*sharedReads)
+}
+
+type sharedReads struct {
+	mu         sync.Mutex
+	candidates map[string]candidate // by tables key
+	ended      map[string]time.Time // writers (joined) found ended, when
+}
+
+// candidate is a head and the transactions that were writing its tables
+// after it was read: a pair that stays true (ids up to head are visible
+// or theirs), only less recent.
+type candidate struct {
+	head    int64
+	writers []string
+	at      time.Time
+}
+
+// candidate is the latest pair read of tables within shareFor, when its
+// head is beyond after.
+func (s *sharedReads) candidate(tables string, after int64) (candidate, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.candidates[tables]
+	if !ok || time.Since(c.at) > shareFor || c.head <= after {
+		return candidate{}, false
+	}
+	return candidate{head: c.head, writers: slices.Clone(c.writers), at: c.at}, true
+}
+
+func (s *sharedReads) noteCandidate(tables string, head int64, writers []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.candidates[tables] = candidate{head: head, writers: slices.Clone(writers), at: time.Now()}
+}
+
+// writersGone says whether every one of writers has ended: at once for
+// none, from another feed that found them ended within shareFor, or from
+// pg_locks. That they had not ended is not shared: they may end the next
+// moment, and a feed folds as soon as it sees it. (An end is shared for
+// shareFor only: a virtual transaction id is not reused while the cluster
+// runs, but may be after a restart.)
+func (s *sharedReads) writersGone(ctx context.Context, q *db.Queries, writers []string) (bool, error) {
+	if len(writers) == 0 {
+		return true, nil
+	}
+	key := strings.Join(writers, ",")
+	s.mu.Lock()
+	at, ok := s.ended[key]
+	s.mu.Unlock()
+	if ok && time.Since(at) <= shareFor {
+		return true, nil
+	}
+	gone, err := q.RollupWritersGone(ctx, writers)
+	if err != nil || !gone {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, old := range s.ended { // a handful: the candidates of the last moment
+		if time.Since(old) > shareFor {
+			delete(s.ended, k)
+		}
+	}
+	s.ended[key] = time.Now()
+	return true, nil
 }
