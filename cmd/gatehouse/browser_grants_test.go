@@ -72,10 +72,8 @@ func TestBrowser_ApproveAndAllowSimilarThenTheNextCallRunsWithoutACard(t *testin
 		t.Fatalf("the next call shows %d approve buttons (%v)", buttons, err)
 	}
 	// The header's link opens the grants, with 2 of 3 calls left.
-	step(t, ctx, "open the grants",
-		chromedp.Click(chromedp.CSS(`[data-testid=grants-active]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid=grant-row]`)),
-	)
+	clickLive(t, ctx, "open the grants", `[data-testid=grants-active]`)
+	step(t, ctx, "the grants", chromedp.WaitVisible(chromedp.CSS(`[data-testid=grant-row]`)))
 	deadline := time.Now().Add(5 * time.Second)
 	for got := mustText(t, ctx, `[data-testid=grant-remaining]`); got != "2 of 3"; got = mustText(t, ctx, `[data-testid=grant-remaining]`) {
 		if time.Now().After(deadline) {

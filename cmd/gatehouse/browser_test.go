@@ -118,6 +118,26 @@ func mustText(t *testing.T, ctx context.Context, css string) string {
 	}
 }
 
+// clickLive clicks the first element matching css on a live page. The
+// event feed may swap the fragment holding it between the lookup of the
+// node and the click ("Could not find node with given id"): the click is
+// tried again, for a moment, on whatever now matches css.
+func clickLive(t *testing.T, ctx context.Context, name, css string) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for try := 0; ; try++ {
+		err := chromedp.Do(cctx, chromedp.Click(chromedp.CSS(css)))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node") && !strings.Contains(err.Error(), "No node") || try == 20 {
+			failWithPage(t, ctx, name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // step runs actions with their own deadline, and on failure shows the page.
 func step(t *testing.T, ctx context.Context, name string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
