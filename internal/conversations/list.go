@@ -77,6 +77,45 @@ func (s *Service) List(ctx context.Context, p auth.Principal, lp ListPage) (List
 	return out, nil
 }
 
+// tailRows is how many rows after each feed's watermark the list reads
+// on its fast path: the feeds fold every quarter of a second, so a few
+// hundred at most at a thousand calls a second.
+const tailRows = 2000
+
+// recentLines is the workspace's conversations with lines the roll-up has
+// not folded yet, each with its last such line's time, in q's
+// transaction: the fast path's statement on a generic plan
+// (ConversationFeedsForList), which restores the planner's settings for
+// the statements after it. A watermark further behind than tailRows rows
+// (a roll-up that stalled) takes the exact path, on a custom plan.
+func recentLines(ctx context.Context, q *db.Queries, ws uuid.UUID) ([]db.ListConversationTailRow, error) {
+	feeds, err := q.ConversationFeedsForList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: the feeds: %w", err)
+	}
+	rows, err := q.ListRecentConversationLines(ctx, db.ListRecentConversationLinesParams{WorkspaceID: ws,
+		MessagesFolded: feeds.MessagesFolded, CallsFolded: feeds.CallsFolded, MaxRows: tailRows,
+		PriorPlanCacheMode: feeds.PriorPlanCacheMode, PriorJit: feeds.PriorJit})
+	if err != nil {
+		return nil, fmt.Errorf("conversations: list: the latest lines: %w", err)
+	}
+	if len(rows) > 0 && (rows[0].CallsRead >= tailRows || rows[0].MessagesRead >= tailRows) {
+		tail, err := q.ListConversationTail(ctx, db.ListConversationTailParams{WorkspaceID: ws,
+			MessagesFolded: feeds.MessagesFolded, CallsFolded: feeds.CallsFolded})
+		if err != nil {
+			return nil, fmt.Errorf("conversations: list: the latest lines: %w", err)
+		}
+		return tail, nil
+	}
+	tail := make([]db.ListConversationTailRow, 0, len(rows))
+	for _, r := range rows {
+		if r.ConversationID.Valid && r.ActiveAt != nil {
+			tail = append(tail, db.ListConversationTailRow{ConversationID: r.ConversationID.UUID, ActiveAt: *r.ActiveAt})
+		}
+	}
+	return tail, nil
+}
+
 // listActive reads up to n of the owner's conversations by activity,
 // from arg's position on: the folded activity's index plus the lines
 // after the feed's watermark, in one snapshot (a line folded between two
@@ -90,18 +129,9 @@ func (s *Service) listActive(ctx context.Context, p auth.Principal, arg db.ListC
 	}
 	defer tx.Rollback(ctx)
 	q := s.q.WithTx(tx)
-	messages, err := q.GetRollupFeed(ctx, MessagesFeed)
+	tail, err := recentLines(ctx, q, p.WorkspaceID)
 	if err != nil {
-		return nil, fmt.Errorf("conversations: list: the messages feed: %w", err)
-	}
-	calls, err := q.GetRollupFeed(ctx, CallsFeed)
-	if err != nil {
-		return nil, fmt.Errorf("conversations: list: the calls feed: %w", err)
-	}
-	tail, err := q.ListConversationTail(ctx, db.ListConversationTailParams{WorkspaceID: p.WorkspaceID,
-		MessagesFolded: messages.FoldedTo, CallsFolded: calls.FoldedTo})
-	if err != nil {
-		return nil, fmt.Errorf("conversations: list: the latest lines: %w", err)
+		return nil, err
 	}
 	arg.Lim = int32(n + len(tail))
 	folded, err := q.ListConversationActivity(ctx, arg)

@@ -247,6 +247,47 @@ func TestList_ALateCommitIsFolded(t *testing.T) {
 	}
 }
 
+// Behind a roll-up that stalled (more unfolded rows than the list's fast
+// path reads: other conversations' lines, another member's), a new line
+// still moves its conversation up: the list reads the whole tail.
+func TestList_BehindAStalledRollUpStillSeesTheLatestLine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newListFixture(t)
+	base := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	first := f.conversation(t, f.owner, "first", base)
+	second := f.conversation(t, f.owner, "second", base.Add(time.Minute))
+	busy := f.conversation(t, f.other, "someone else's, busy", base)
+	f.foldAll(t)
+	for _, step := range []struct {
+		name string
+		many string // more lines than the fast path reads, in busy
+		one  func() // then one line in one of the owner's
+		want []uuid.UUID
+	}{
+		{"a message", `INSERT INTO messages (workspace_id, conversation_id, role, content, created_at)
+			SELECT workspace_id, id, 'user', 'hello', $2 FROM conversations, generate_series(1, 2100) WHERE id = $1`,
+			func() { f.message(t, first, base.Add(time.Hour)) }, []uuid.UUID{first, second}},
+		{"a call", `INSERT INTO audit_events (workspace_id, actor_kind, actor_user_id, action, subject_type, subject_id, data, created_at)
+			SELECT workspace_id, 'agent', owner_id, 'proposal.applied', 'proposal', gen_random_uuid()::text,
+			       jsonb_build_object('tool', 'records.put', 'scope', 'conversation', 'scope_id', id, 'path', 'auto'), $2
+			FROM conversations, generate_series(1, 2100) WHERE id = $1`,
+			func() { f.call(t, second, base.Add(2*time.Hour)) }, []uuid.UUID{second, first}},
+	} {
+		if _, err := f.pool.Exec(ctx, step.many, busy, base.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		step.one()
+		if ids, _ := f.all(t, f.owner, 1); !slices.Equal(ids, step.want) {
+			t.Errorf("after %s, unfolded: %v, want %v", step.name, ids, step.want)
+		}
+		f.foldAll(t)
+		if ids, _ := f.all(t, f.owner, 1); !slices.Equal(ids, step.want) {
+			t.Errorf("after %s, folded: %v, want %v", step.name, ids, step.want)
+		}
+	}
+}
+
 // A limit out of range and a cursor that is not one this list gave this
 // caller are refused, naming the parameter; nothing is read.
 func TestList_RefusesWhatItCannotRead(t *testing.T) {
