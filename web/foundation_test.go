@@ -6,12 +6,15 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/dbtest"
+	"github.com/gatehouse/gatehouse/internal/tools"
+	"github.com/gatehouse/gatehouse/web"
 )
 
 func mustUUID(t *testing.T, s string) uuid.UUID {
@@ -314,5 +317,59 @@ func TestSignIn_FailedAttemptsAreBraked(t *testing.T) {
 	resp, _ = c.postForm("/signin", url.Values{"email": {"bob@example.com"}, "password": {password}})
 	if resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("another account: %d", resp.StatusCode)
+	}
+}
+
+// A page view that changes nothing in the session does not write it: its
+// idle deadline moves on at most every tenth of the idle timeout (every
+// minute at most), not on every GET, each of which was a write and a
+// commit. A session still in use within that stays signed in, and one
+// idle past its timeout ends.
+func TestSession_APageViewWritesTheSessionOnlyWhenItsIdleDeadlineIsDue(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.MustPool(t)
+	registry, err := tools.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const idle = 3 * time.Second // written again after 300 ms
+	e := newEnvConfig(t, pool, registry, web.Config{CookieSecure: true, SessionIdle: idle})
+	c := e.user("dee@example.com", auth.RoleMember)
+	var sessions int
+	expiry := func() time.Time {
+		t.Helper()
+		var at time.Time
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) OVER (), expiry FROM sessions`).Scan(&sessions, &at); err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	signedIn := expiry()
+	for range 3 {
+		if resp, body := c.get("/"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "dee@example.com") {
+			t.Fatalf("home: %d", resp.StatusCode)
+		}
+	}
+	if at := expiry(); !at.Equal(signedIn) || sessions != 1 {
+		t.Fatalf("three page views right after signing in wrote the session: expiry %s, then %s (%d sessions)", signedIn, at, sessions)
+	}
+	time.Sleep(idle / 10)
+	c.get("/")
+	moved := expiry()
+	if !moved.After(signedIn) {
+		t.Fatalf("a page view a tenth of the idle timeout later did not move the idle deadline: %s, then %s", signedIn, moved)
+	}
+	// Kept in use, the session outlives its first idle deadline (the one
+	// signing in set).
+	for time.Now().Before(signedIn.Add(idle / 10)) {
+		if resp, _ := c.get("/"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a session in use ended: %d", resp.StatusCode)
+		}
+		time.Sleep(idle / 10)
+	}
+	// Left idle, it ends.
+	time.Sleep(idle + idle/10)
+	if resp, _ := c.get("/"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a session idle past its timeout: %d, want a redirect to sign in", resp.StatusCode)
 	}
 }

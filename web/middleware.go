@@ -2,7 +2,9 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,6 +32,10 @@ const (
 	// microseconds: a session older than its user's last password change
 	// is refused.
 	sessionSignedInAt = "signed_in_at"
+	// sessionTouchedAt is when the session was last written (Unix
+	// milliseconds): its idle deadline moves on at most every
+	// sessionRefresh.
+	sessionTouchedAt = "touched_at"
 )
 
 // logRequests writes one structured log line per request.
@@ -73,12 +79,20 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		loaded := s.sessionValues(ctx)
 		c.SetRequest(c.Request().WithContext(ctx))
 		c.Response().Header().Add("Vary", "Cookie")
 		c.Response().Before(func() {
 			ctx := c.Request().Context()
 			switch s.sessions.Status(ctx) {
 			case scs.Modified:
+				if token != "" && s.sessions.Token(ctx) == token && s.sessionValues(ctx) == loaded && !s.sessionIdleDue(ctx) {
+					// Only the idle deadline would move (scs marks every
+					// loaded session modified when there is one): not
+					// written on every request, see sessionIdleDue.
+					return
+				}
+				s.sessions.Put(ctx, sessionTouchedAt, time.Now().UnixMilli())
 				token, expiry, err := s.sessions.Commit(ctx)
 				if err != nil {
 					s.log.Error("session commit", "err", err)
@@ -91,6 +105,34 @@ func (s *Server) loadSession(next echo.HandlerFunc) echo.HandlerFunc {
 		})
 		return next(c)
 	}
+}
+
+// sessionValues is the session's values as text, to tell whether a
+// request changed them (sessionTouchedAt aside).
+func (s *Server) sessionValues(ctx context.Context) string {
+	var b strings.Builder
+	for _, k := range s.sessions.Keys(ctx) {
+		if k != sessionTouchedAt {
+			fmt.Fprintf(&b, "%q=%#v;", k, s.sessions.Get(ctx, k))
+		}
+	}
+	return b.String()
+}
+
+// sessionIdleDue says whether the session's idle deadline is due to be
+// moved on: a session that changed nothing is written (its expiry pushed
+// to now plus the idle timeout) at most every sessionRefresh, not on every
+// page view, which was a write and a commit for every GET. The idle
+// timeout is then kept to within sessionRefresh.
+func (s *Server) sessionIdleDue(ctx context.Context) bool {
+	touched := time.UnixMilli(s.sessions.GetInt64(ctx, sessionTouchedAt))
+	return time.Since(touched) >= sessionRefresh(s.sessions.IdleTimeout)
+}
+
+// sessionRefresh is how often a session in use is written to move its
+// idle deadline: every minute, or a tenth of a shorter idle timeout.
+func sessionRefresh(idle time.Duration) time.Duration {
+	return min(time.Minute, idle/10)
 }
 
 // noStore keeps the response out of every cache (the browser's history and
