@@ -44,6 +44,23 @@ func (q *Queries) AuditDefaultPeriods(ctx context.Context) ([]AuditDefaultPeriod
 	return items, nil
 }
 
+const auditPartitionName = `-- name: AuditPartitionName :one
+SELECT (gatehouse_audit_period($1::text, $2::date)).part::text AS part
+`
+
+type AuditPartitionNameParams struct {
+	Band     string
+	Expiring pgtype.Date
+}
+
+// The name of the band's partition for the period of expiring.
+func (q *Queries) AuditPartitionName(ctx context.Context, arg AuditPartitionNameParams) (string, error) {
+	row := q.db.QueryRow(ctx, auditPartitionName, arg.Band, arg.Expiring)
+	var part string
+	err := row.Scan(&part)
+	return part, err
+}
+
 const detachAuditPartition = `-- name: DetachAuditPartition :one
 SELECT gatehouse_audit_detach($1::text, $2::date, $3::timestamptz)::boolean AS detached
 `

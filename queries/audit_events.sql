@@ -21,6 +21,10 @@ ORDER BY id;
 -- partition, unless it exists; says whether it created it.
 SELECT gatehouse_audit_partition(sqlc.arg(band)::text, sqlc.arg(expiring)::date)::boolean AS created;
 
+-- name: AuditPartitionName :one
+-- The name of the band's partition for the period of expiring.
+SELECT (gatehouse_audit_period(sqlc.arg(band)::text, sqlc.arg(expiring)::date)).part::text AS part;
+
 -- name: AuditDefaultPeriods :many
 -- The periods (band, first day) of the rows in the default partitions.
 SELECT p.band::text AS band, p.expiring::date AS expiring FROM gatehouse_audit_default_periods() AS p;

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -139,9 +140,29 @@ func EnsurePartitions(ctx context.Context, pool *pgxpool.Pool, now time.Time, re
 		}
 		if ok {
 			created++
+			if err := analyzePartition(ctx, pool, q, p); err != nil {
+				return created, err
+			}
 		}
 	}
 	return created, nil
+}
+
+// analyzePartition gathers a new partition's statistics at once. One made
+// for rows waiting in a default partition holds them from the start, and
+// until autovacuum got to it the planner knew nothing of them: on the
+// bench's 1M database, a partition of 84,000 moved rows turned the
+// conversations list's 0.1 ms read of the newest ids into 33 ms (every
+// one of its indexes looked as good as its primary key).
+func analyzePartition(ctx context.Context, pool *pgxpool.Pool, q *db.Queries, p Period) error {
+	name, err := q.AuditPartitionName(ctx, db.AuditPartitionNameParams{Band: p.Band, Expiring: date(p.First)})
+	if err != nil {
+		return fmt.Errorf("audit: partition %s: %w", p, err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("audit: analyze %s: %w", name, err)
+	}
+	return nil
 }
 
 // MaintainPartitions runs EnsurePartitions at once and then every so
