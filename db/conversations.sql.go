@@ -393,23 +393,22 @@ func (q *Queries) ListConversationsByID(ctx context.Context, arg ListConversatio
 
 const listRecentConversationLines = `-- name: ListRecentConversationLines :many
 WITH calls AS MATERIALIZED (
-    SELECT x.workspace_id, x.action, x.data, x.created_at FROM audit_events x
-    WHERE x.id > $3::bigint
+    SELECT x.action, x.data, x.created_at FROM audit_events x
+    WHERE x.workspace_id = $3 AND x.id > $4::bigint
     ORDER BY x.id
-    LIMIT $4::int
+    LIMIT $5::int
 ), msgs AS MATERIALIZED (
-    SELECT m.workspace_id, m.conversation_id, m.created_at FROM messages m
-    WHERE m.id > $5::bigint
+    SELECT m.conversation_id, m.created_at FROM messages m
+    WHERE m.workspace_id = $3 AND m.id > $6::bigint
     ORDER BY m.id
-    LIMIT $4::int
+    LIMIT $5::int
 ), lines AS (
     SELECT l.conversation_id, max(l.created_at)::timestamptz AS active_at
-    FROM (SELECT m.conversation_id, m.created_at FROM msgs m WHERE m.workspace_id = $6
+    FROM (SELECT m.conversation_id, m.created_at FROM msgs m
           UNION ALL
           SELECT CASE WHEN a.data->>'scope_id' ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN (a.data->>'scope_id')::uuid END, a.created_at
           FROM calls a
-          WHERE a.workspace_id = $6
-            AND a.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND a.data->>'scope' = 'conversation') l
+          WHERE a.action IN ('proposal.created', 'proposal.applied', 'proposal.failed') AND a.data->>'scope' = 'conversation') l
     WHERE l.conversation_id IS NOT NULL
     GROUP BY l.conversation_id
 )
@@ -426,10 +425,10 @@ LEFT JOIN lines ON true
 type ListRecentConversationLinesParams struct {
 	PriorPlanCacheMode string
 	PriorJit           string
+	WorkspaceID        uuid.UUID
 	CallsFolded        int64
 	MaxRows            int32
 	MessagesFolded     int64
-	WorkspaceID        uuid.UUID
 }
 
 type ListRecentConversationLinesRow struct {
@@ -439,23 +438,23 @@ type ListRecentConversationLinesRow struct {
 	MessagesRead   int32
 }
 
-// What ListConversationTail finds, on a generic plan: the first max_rows
-// messages and audit rows after the feeds' watermarks, whatever their
-// workspace (an ordered range of each primary key, one probe per audit
-// partition, however the planner estimates it), and of those the
-// workspace's lines in conversations, by conversation. The first row
-// always comes, with how many rows each range read (conversation_id NULL
-// when no line is the workspace's): a range that read max_rows rows may
-// have stopped short of the head, and the caller then asks
-// ListConversationTail.
+// What ListConversationTail finds, on a generic plan: the workspace's
+// first max_rows messages and audit rows after the feeds' watermarks (an
+// ordered range of each primary key from the watermark, one probe per
+// audit partition however the planner estimates it, reading the rows
+// written since the last fold), and of those the lines in conversations,
+// by conversation. The first row always comes, with how many rows each
+// range kept (conversation_id NULL when no line is one): a range that
+// kept max_rows rows may have stopped short of the head, and the caller
+// then asks ListConversationTail.
 func (q *Queries) ListRecentConversationLines(ctx context.Context, arg ListRecentConversationLinesParams) ([]ListRecentConversationLinesRow, error) {
 	rows, err := q.db.Query(ctx, listRecentConversationLines,
 		arg.PriorPlanCacheMode,
 		arg.PriorJit,
+		arg.WorkspaceID,
 		arg.CallsFolded,
 		arg.MaxRows,
 		arg.MessagesFolded,
-		arg.WorkspaceID,
 	)
 	if err != nil {
 		return nil, err
