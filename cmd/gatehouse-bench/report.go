@@ -532,6 +532,25 @@ resident memory through the phase (VmHWM: the process is the phase's
 own) under 300 MB. On a nearly empty database a page takes a few
 milliseconds, so its 3× mark moves with the machine at small volumes.
 
+What grows, measured on a kept 1M database (pg_stat_statements with
+planning, curl medians, 2026-11-28). Nothing reads more rows at volume
+than a page holds; what a page costs more is (1) a full page against the
+empty database's one or two rows: the small conversation's 50 cards
+(150 KB, a third of the time in decoding and rendering them), the API's
+approvals (50 packets, 1.4 ms of the 3.5 ms in reading them), the
+feedback counts (up to 5,000 items read on the index, 2.3 ms); and
+(2) planning over the audit log's partitions: a custom plan of a
+statement over audit_events is planned for every partition (they are by
+retention, not by id or time, so a filter prunes none), about 0.1 ms a
+partition: the audit page's statement ran in 0.2-0.6 ms and took 2.3-4.9
+ms to plan at 28 partitions, and so did the conversations list's, 0.1
+and 3.3 ms, before it read its unfolded tail on a generic plan. The
+audit page's statement (one statement for every filter, with "IS NULL OR"
+conditions a generic plan cannot simplify) still plans per request;
+what would remove that is fewer partitions per statement (a band of
+quarters for the 365-day class) or a statement per filter on generic
+plans.
+
 The phase is off unless asked for, for its time: on 2 cores the fill
 writes about 1,900 calls a second (100,000 in 52 s), so a million take ten
 minutes or more before the pages are timed twice, on top of the write
