@@ -251,7 +251,7 @@ func (s *Server) shell(c echo.Context, title, nav string) views.Shell {
 // render writes a templ component as an HTML response. The page is
 // rendered into a buffer first and sent in one write with its length: a
 // page streamed as templ writes it went out in 4 KB chunks, a system call
-// each (a conversation's page of 100 cards, 150 KB, spent a seventh of
+// each (a conversation's page of 50 cards, 150 KB, spent a seventh of
 // its time in them), and a component that fails halfway leaves nothing
 // sent, so the error gets its own page instead of half of this one.
 func render(c echo.Context, status int, comp templ.Component) error {

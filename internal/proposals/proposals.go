@@ -944,7 +944,7 @@ func fromRow(r db.Proposal) Proposal {
 
 // decodeDecisions decodes a call's decision at propose time and at effect
 // (nil for one not taken). A call that ran at once was decided once and
-// stores the same decision twice: it is decoded once (a page of 100 cards
+// stores the same decision twice: it is decoded once (a page of 50 cards
 // spent a sixth of its time decoding decisions), and each gets its own
 // copy.
 func decodeDecisions(atPropose, atEffect []byte) (*policy.Decision, *policy.Decision) {
