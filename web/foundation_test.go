@@ -332,7 +332,7 @@ func TestSession_APageViewWritesTheSessionOnlyWhenItsIdleDeadlineIsDue(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	const idle = 3 * time.Second // written again after 300 ms
+	const idle = 6 * time.Second // written again after 600 ms
 	e := newEnvConfig(t, pool, registry, web.Config{CookieSecure: true, SessionIdle: idle})
 	c := e.user("dee@example.com", auth.RoleMember)
 	var sessions int
@@ -349,6 +349,11 @@ func TestSession_APageViewWritesTheSessionOnlyWhenItsIdleDeadlineIsDue(t *testin
 		if resp, body := c.get("/"); resp.StatusCode != http.StatusOK || !strings.Contains(body, "dee@example.com") {
 			t.Fatalf("home: %d", resp.StatusCode)
 		}
+	}
+	if wrote := signedIn.Add(-idle); time.Since(wrote) >= idle/10 {
+		// The session may rightly have been written again: too slow a
+		// machine to tell.
+		t.Skipf("three page views took %s after the session was written, past the %s it is written again after", time.Since(wrote), idle/10)
 	}
 	if at := expiry(); !at.Equal(signedIn) || sessions != 1 {
 		t.Fatalf("three page views right after signing in wrote the session: expiry %s, then %s (%d sessions)", signedIn, at, sessions)
