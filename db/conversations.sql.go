@@ -38,7 +38,10 @@ type ConversationFeedsForListRow struct {
 // generic plan without JIT: a custom plan of a statement over the audit
 // log is planned for every partition, 3.3 ms at 28 partitions for 0.1 ms
 // of work. The settings as they were come back, for that statement to
-// restore (the list's others plan well only with their values).
+// restore (the list's others plan well only with their values): unlike
+// SetPagePlanning (intent's pages, whose every statement is served by a
+// generic plan), which sets them for the whole transaction, in a round
+// trip of its own.
 func (q *Queries) ConversationFeedsForList(ctx context.Context) (ConversationFeedsForListRow, error) {
 	row := q.db.QueryRow(ctx, conversationFeedsForList)
 	var i ConversationFeedsForListRow

@@ -51,7 +51,10 @@ GROUP BY l.conversation_id;
 -- generic plan without JIT: a custom plan of a statement over the audit
 -- log is planned for every partition, 3.3 ms at 28 partitions for 0.1 ms
 -- of work. The settings as they were come back, for that statement to
--- restore (the list's others plan well only with their values).
+-- restore (the list's others plan well only with their values): unlike
+-- SetPagePlanning (intent's pages, whose every statement is served by a
+-- generic plan), which sets them for the whole transaction, in a round
+-- trip of its own.
 WITH prior AS MATERIALIZED (
     SELECT current_setting('plan_cache_mode') AS plan_cache_mode, current_setting('jit') AS jit
 )
