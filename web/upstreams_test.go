@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +41,10 @@ type fakeUpstream struct {
 	// stopped counts the slow tool's calls that were cancelled before
 	// they finished.
 	stopped atomic.Int32
+	// conns counts the connections Gatehouse opened to it; readDelay is
+	// how long read_file takes (none unless set).
+	conns     atomic.Int32
+	readDelay atomic.Int64
 }
 
 func boolp(b bool) *bool { return &b }
@@ -65,6 +71,7 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 		if a["rationale"] != nil || a["idempotency_key"] != nil {
 			return text("leaked gatehouse arguments"), nil
 		}
+		time.Sleep(time.Duration(f.readDelay.Load()))
 		return text(fmt.Sprintf("contents of %v", a["path"])), nil
 	})
 	add("delete_file", "Delete a file.", &sdk.ToolAnnotations{DestructiveHint: boolp(true), OpenWorldHint: boolp(false)}, func(context.Context, map[string]any) (*sdk.CallToolResult, error) {
@@ -83,7 +90,7 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 	})
 	add("greet", "Say hello.", readOnly, func(context.Context, map[string]any) (*sdk.CallToolResult, error) { return text("hello"), nil })
 	mcpHandler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return f.srv }, nil)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && f.drop.Load() > 0 {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -94,6 +101,12 @@ func newFakeUpstream(t *testing.T) *fakeUpstream {
 		}
 		mcpHandler.ServeHTTP(w, r)
 	}))
+	hs.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			f.conns.Add(1)
+		}
+	}
+	hs.Start()
 	t.Cleanup(hs.Close)
 	f.url = hs.URL
 	return f
@@ -432,6 +445,71 @@ func TestUpstreams_TransientFailuresAreRetriedOnlyWhereSafe(t *testing.T) {
 // transaction (one xmin), with no claim committed before the call (which
 // wrote the proposal twice, in two commits). A read that fails upstream
 // is recorded the same way, as failed.
+// Calls forwarded to an upstream at the same time keep their connections
+// for the next ones: with the default two idle connections a host, every
+// call beyond the second in flight opened one and closed it after (a TLS
+// handshake each over https).
+func TestUpstreams_ConcurrentCallsReuseTheirConnections(t *testing.T) {
+	t.Parallel()
+	f := newFakeUpstream(t)
+	f.readDelay.Store(int64(20 * time.Millisecond)) // so that the calls overlap at the upstream
+	e, _ := newEnvUpstreams(t, f)
+	e.user("owner@example.com", auth.RoleMember)
+	agent := e.token("owner@example.com", auth.TokenAgent)
+	_, conv := e.api("POST", "/api/v1/conversations", agent, map[string]any{"title": "files"})
+	path := e.url + "/api/v1/conversations/" + conv["id"].(string) + "/tool-calls"
+	body := []byte(`{"tool": "files.read_file", "arguments": {"path": "a.txt"}, "rationale": "read the file the owner named"}`)
+	call := func() error {
+		req, err := http.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+agent)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(out, []byte(`"applied"`)) {
+			return fmt.Errorf("%d %s", resp.StatusCode, out)
+		}
+		return nil
+	}
+	if err := call(); err != nil { // the session, its standalone stream and the listing
+		t.Fatal(err)
+	}
+	before := f.conns.Load()
+	const clients, rounds = 6, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*rounds)
+	for range clients {
+		wg.Go(func() {
+			for range rounds {
+				if err := call(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := f.calls["read_file"].Load(); got != 1+clients*rounds {
+		t.Fatalf("the upstream ran read_file %d times, want %d", got, 1+clients*rounds)
+	}
+	// About one new connection for each call in flight at once (the
+	// transport may dial while another connection is being put back: 7 or
+	// 8 here), not one for most calls (21 to 28 with two kept idle).
+	if opened := f.conns.Load() - before; opened > 2*clients {
+		t.Errorf("%d calls, at most %d at once, opened %d connections to the upstream; want at most %d", clients*rounds, clients, opened, 2*clients)
+	}
+}
+
 func TestUpstreams_AReadIsRecordedOnceAfterItRan(t *testing.T) {
 	t.Parallel()
 	f := newFakeUpstream(t)
