@@ -74,7 +74,24 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 // beginDeciding starts a call's transaction and reads what its decision
 // needs in the same round trip (see beginning). The transaction is
 // returned even with an error, when it began: the caller rolls it back.
+//
+// An outside tool's read reads them on its own instead, and its
+// transaction begins only if something is written in it (a refusal, a
+// grant's use, a call left for a person): when the call runs at once
+// nothing is (readOutside), and its transaction would be a BEGIN and a
+// COMMIT around one statement, a round trip more for nothing. Under READ
+// COMMITTED every statement reads rows as they are when it starts and the
+// decision's read locks nothing, so the statements after it read and
+// write as they would in one transaction with it.
 func (s *Service) beginDeciding(ctx context.Context, p auth.Principal, scope Scope, tool *tools.Tool) (*callTx, decisionRows, error) {
+	if tool.Outside() && tool.Contract.Authority == policy.AuthorityRead {
+		tx, err := s.acquireCall(ctx)
+		if err != nil {
+			return nil, decisionRows{}, fmt.Errorf("proposals: acquire: %w", err)
+		}
+		rc, err := s.readForDecision(ctx, db.New(tx.conn), p, scope, tool)
+		return tx, rc, err
+	}
 	tx, b, err := s.beginCall(ctx)
 	if err != nil {
 		return nil, decisionRows{}, fmt.Errorf("proposals: begin: %w", err)

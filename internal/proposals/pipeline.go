@@ -88,9 +88,74 @@ func (s *Service) beginCall(ctx context.Context) (*callTx, *beginning, error) {
 	}}, nil
 }
 
+// acquireCall is a call's transaction that begins with its first
+// statement (see begin), on a connection taken now.
+func (s *Service) acquireCall(ctx context.Context) (*callTx, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &callTx{conn: conn}, nil
+}
+
+// begin begins the transaction of a callTx from acquireCall, if no
+// statement has yet.
+func (t *callTx) begin(ctx context.Context) error {
+	switch {
+	case t.done:
+		return pgx.ErrTxClosed
+	case t.Tx != nil:
+		return nil
+	}
+	tx, err := t.conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("proposals: begin: %w", err)
+	}
+	t.Tx = tx
+	return nil
+}
+
+func (t *callTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.begin(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *callTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t *callTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.begin(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+// Begin is a savepoint in the transaction (begun first if need be).
+func (t *callTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.Tx.Begin(ctx)
+}
+
+// Conn is the call's connection, whether or not its transaction began.
+func (t *callTx) Conn() *pgx.Conn { return t.conn.Conn() }
+
+// Commit commits the transaction; one that never began (nothing was
+// written: see acquireCall) only gives its connection back.
 func (t *callTx) Commit(ctx context.Context) error {
 	if t.done {
 		return pgx.ErrTxClosed
+	}
+	if t.Tx == nil {
+		t.release()
+		return nil
 	}
 	err := t.Tx.Commit(ctx)
 	t.release()
