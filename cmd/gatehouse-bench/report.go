@@ -308,6 +308,7 @@ by `+"`make bench`"+`; do not edit it by hand.
 		for _, v := range rep.mcp.verdicts() {
 			fmt.Fprintf(&b, "- %s.\n", v)
 		}
+		b.WriteString(mcpLimits)
 	}
 	if v := rep.slaVerdicts(); len(v) > 0 {
 		b.WriteString("\n### Against the stated SLA\n\nThe built-in tools' stated service levels (their contracts' `sla`, internal/tools/builtin.go) against the phases that call them; under saturation, so the latency includes queueing behind the other clients.\n\n")
@@ -381,6 +382,47 @@ What is left to reach the issue's 12 WAL records per call: the audit row
 proposal row says; deriving the audit page's call rows and the receipt's
 content from the call's row (a ledger row the chain links to) would leave
 the proposal, the record, the link and the commit.
+
+What that would give, measured (2026-11-28, at ` + "`7f4c817`" + `, two
+alternating pairs of whole ` + "`make bench`" + ` runs): the same server with
+RecordAutoCall's audit and receipt inserts switched off (a probe, not a
+product: nothing else changed, so the sequencer had nothing to link)
+wrote 11.8 WAL records (3.1 KiB) per call in the headline phase against
+23.7 (6.2 KiB), and PostgreSQL's CPU per call went from 1.02 and 0.99 ms
+to 0.59 and 0.77 ms; calls/s went from 1,018 to 1,450 in one pair and
+from 1,043 to 1,047 in the other (the host's spread). So the ledger meets
+the 12-record target and takes a quarter to two fifths off PostgreSQL's
+share, but not 0.25× by itself: the server's own 0.45-0.58 ms per call
+stays.
+`
+
+// mcpLimits is what bounds the MCP targets, measured by hand.
+const mcpLimits = `
+What bounds them (measured 2026-11-28 at ` + "`1d55c60`" + `):
+
+- The upstream's own CPU. The benchmark's upstream is the official Go
+  SDK's server; called directly by the phase's plain-HTTP clients it
+  takes the two cores at 2,900-3,800 calls/s, about 0.5 ms of CPU a call.
+  At 0.6× of that, the upstream alone would use one core, leaving the
+  other for Gatehouse (0.7-1.0 ms a call), PostgreSQL's durable record
+  (1.0-1.4 ms) and the clients: about 0.5 ms for all of them. On two
+  shared cores the 8-client target is out of reach for any gateway that
+  writes a record per call; on a machine where the upstream runs
+  elsewhere it is not the limit.
+- The SDK's JSON decoding. Every message the SDK decodes goes through a
+  streaming decoder that allocates a 32 KiB buffer, so an upstream read
+  through /mcp allocates about 540 KB (three quarters of it there:
+  BenchmarkMCP_UpstreamRead, web/mcp_cost_test.go, where the upstream
+  runs in the same process); on Gatehouse's side, its client decoding
+  the upstream's answer and its own answer decoding the recorded result
+  into the SDK's type.
+- One client's median: the upstream call through the SDK's client
+  (0.57 ms against the same call's 0.30 ms from a plain HTTP client,
+  measured inside the server), the record with its commit (0.82 ms), the
+  decision's read (0.22 ms). The decision's read no longer needs a
+  transaction (` + "`d29f544`" + `: two round trips a call, not three); connections to an
+  upstream are kept (` + "`1d55c60`" + `: 64 idle, not two; at 8 clients a quarter of the
+  calls had opened one).
 `
 
 // callTime is where an automatic call's CPU goes, measured once by hand
