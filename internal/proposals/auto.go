@@ -3,6 +3,7 @@ package proposals
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -142,7 +143,9 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 		result = redact(result, params.Constraints)
 	}
 	if !rtx.begun() && !idem.links() {
-		out, err := s.recordAuto(ctx, s.q, p, id, params, tool, result, failure, false, created)
+		out, err := s.recordAutoBy(p, id, params, tool, result, failure, false, created, func(rec db.RecordAutoCallParams) (time.Time, error) {
+			return s.recordOutside(ctx, rec)
+		})
 		if err != nil {
 			return Proposal{}, unknownOutcome(id, err)
 		}
@@ -175,15 +178,97 @@ func announced(params db.InsertProposalParams) db.Proposal {
 // returns the call as recorded (its decisions are the caller's to set).
 func (s *Service) recordAuto(ctx context.Context, q *db.Queries, p auth.Principal, id uuid.UUID, params db.InsertProposalParams,
 	tool *tools.Tool, result []byte, failure string, dry bool, created map[string]any) (Proposal, error) {
+	return s.recordAutoBy(p, id, params, tool, result, failure, dry, created, func(rec db.RecordAutoCallParams) (time.Time, error) {
+		return q.RecordAutoCall(ctx, rec)
+	})
+}
+
+// recordAutoBy is recordAuto with the record written by write.
+func (s *Service) recordAutoBy(p auth.Principal, id uuid.UUID, params db.InsertProposalParams, tool *tools.Tool, result []byte, failure string,
+	dry bool, created map[string]any, write func(db.RecordAutoCallParams) (time.Time, error)) (Proposal, error) {
 	rec, row, err := s.autoRecord(p, id, params, tool, result, failure, dry, created)
 	if err != nil {
 		return Proposal{}, err
 	}
-	createdAt, err := q.RecordAutoCall(ctx, rec)
+	createdAt, err := write(rec)
 	if err != nil {
 		return Proposal{}, fmt.Errorf("proposals: record call: %w", err)
 	}
 	return recordedAt(row, createdAt), nil
+}
+
+// outsideRecord is the record of an outside read, waiting to be written
+// (recordOutside).
+type outsideRecord struct {
+	ctx       context.Context
+	rec       db.RecordAutoCallParams
+	createdAt time.Time
+	err       error
+}
+
+// recordOutside writes the record of an outside read that ran at once:
+// one statement on its own (RecordAutoCall, atomic without a transaction
+// around it). Records that arrive while others are being written share
+// the next statement (RecordAutoCalls: the same rows, one commit for all
+// of them, as the group's transactions do for in-database calls), so that
+// many agents' reads of upstreams do not cost a commit and its WAL flush
+// each. No record can fail another: a statement the server refuses wrote
+// nothing, and each of its records is written again alone; a connection
+// lost after the statement was sent leaves every one of them unknown, as
+// it would have alone.
+func (s *Service) recordOutside(ctx context.Context, rec db.RecordAutoCallParams) (time.Time, error) {
+	if s.outside == nil {
+		return s.q.RecordAutoCall(ctx, rec)
+	}
+	r := &outsideRecord{ctx: ctx, rec: rec}
+	s.outside.do(r)
+	return r.createdAt, r.err
+}
+
+// writeOutsideRecords writes a batch of outside reads' records (see
+// recordOutside).
+func (s *Service) writeOutsideRecords(recs []*outsideRecord, _ func()) {
+	if len(recs) == 1 {
+		r := recs[0]
+		r.createdAt, r.err = s.q.RecordAutoCall(r.ctx, r.rec)
+		return
+	}
+	// Every record's caller waits for it: none going away cancels the
+	// others' (readOutside's contexts outlive their callers already).
+	ctx := context.WithoutCancel(recs[0].ctx)
+	rows := make([]autoRow, len(recs))
+	for i, r := range recs {
+		rows[i] = autoRowOf(i, r.rec)
+	}
+	calls, err := json.Marshal(rows)
+	if err != nil {
+		for _, r := range recs {
+			r.err = fmt.Errorf("proposals: encode calls: %w", err)
+		}
+		return
+	}
+	res, err := s.q.RecordAutoCalls(ctx, calls)
+	switch {
+	case err == nil && int(res.Recorded) == len(recs):
+		for _, r := range recs {
+			r.createdAt = res.CreatedAt
+		}
+		return
+	case err == nil:
+		// Cannot happen with the statement as written; if it did, rows that
+		// do not match the calls were committed.
+		err = fmt.Errorf("%w: %d recorded of %d", ErrOutcomeUnknown, res.Recorded, len(recs))
+	}
+	if errors.Is(err, ErrOutcomeUnknown) || commitUnknown(err) {
+		for _, r := range recs {
+			r.err = err
+		}
+		return
+	}
+	s.log.Debug("outside reads: records written alone", "records", len(recs), "err", err)
+	for _, r := range recs {
+		r.createdAt, r.err = s.q.RecordAutoCall(ctx, r.rec)
+	}
 }
 
 // recordedAt is the call as fromRow would read it back: claimed and

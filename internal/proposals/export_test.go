@@ -55,3 +55,26 @@ func (s *Service) ProposeTogether(ctx context.Context, calls []Together) (outs [
 // SetLimitSync sets how often, at most, the service shares its in-memory
 // rate-limit counts (a test counting round trips wants none).
 func (s *Service) SetLimitSync(every time.Duration) { s.limiter.SetSyncEvery(every) }
+
+// HoldOutsideRecords keeps every writer of outside reads' records busy
+// until release is called: records queue meanwhile, and the first writer
+// released writes them together (up to maxGroup in one statement).
+func (s *Service) HoldOutsideRecords() (release func()) {
+	b := s.outside
+	b.mu.Lock()
+	held := b.writers - b.leaders
+	b.leaders = b.writers
+	b.mu.Unlock()
+	return func() {
+		for range held {
+			b.handOff()
+		}
+	}
+}
+
+// QueuedOutsideRecords is how many outside reads' records wait.
+func (s *Service) QueuedOutsideRecords() int {
+	s.outside.mu.Lock()
+	defer s.outside.mu.Unlock()
+	return len(s.outside.queue)
+}

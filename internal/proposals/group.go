@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,12 +47,7 @@ import (
 // never waits for anybody, and its call is the single path's.
 type group struct {
 	s *Service
-	// writers is how many group transactions may write at once.
-	writers int
-
-	mu      sync.Mutex
-	queue   []*grouped
-	leaders int // calls leading (or promoted to lead) a transaction
+	b batcher[*grouped]
 }
 
 // maxGroup bounds one transaction's calls: its locks are held until it
@@ -67,11 +61,6 @@ type grouped struct {
 	scope Scope
 	c     checked
 	in    Input
-	// lead carries the call's turn to lead a transaction (at most one: see
-	// promoted).
-	lead     chan struct{}
-	promoted bool
-	done     chan struct{}
 
 	out Proposal
 	err error
@@ -81,14 +70,16 @@ type grouped struct {
 }
 
 // SetGroupCommit sets how many group transactions may write at once
-// (see group); 0 turns group commit off, and every call has a transaction
-// of its own.
+// (see group), and as many statements recording outside reads (see
+// outsideRecord); 0 turns group commit off, and every call has a
+// transaction, and every record a statement, of its own.
 func (s *Service) SetGroupCommit(writers int) {
 	if writers <= 0 {
-		s.group = nil
+		s.group, s.outside = nil, nil
 		return
 	}
-	s.group = &group{s: s, writers: writers}
+	s.group = &group{s: s, b: batcher[*grouped]{writers: writers, max: maxGroup, write: s.commitGroup}}
+	s.outside = &batcher[*outsideRecord]{writers: writers, max: maxGroup, write: s.writeOutsideRecords}
 }
 
 // groupable reports whether a call may join a group transaction: an
@@ -106,71 +97,10 @@ func groupable(c checked, in Input) bool {
 // transaction when its turn comes. done is false when the call is to run
 // alone; c then says whether its limit per agent was counted already.
 func (gr *group) propose(ctx context.Context, p auth.Principal, scope Scope, c *checked, in Input) (out Proposal, err error, done bool) {
-	g := &grouped{ctx: ctx, p: p, scope: scope, c: *c, in: in, lead: make(chan struct{}, 1), done: make(chan struct{})}
-	gr.mu.Lock()
-	gr.queue = append(gr.queue, g)
-	if gr.leaders < gr.writers {
-		gr.leaders++
-		g.promoted = true
-		g.lead <- struct{}{}
-	}
-	gr.mu.Unlock()
-	for {
-		select {
-		case <-g.lead:
-			gr.leadOne()
-		case <-g.done:
-			// Taken into another's transaction after being promoted: the
-			// turn to lead is still this call's to take (or hand on).
-			select {
-			case <-g.lead:
-				gr.leadOne()
-			default:
-			}
-			c.counted = g.c.counted
-			return g.out, g.err, !g.alone
-		}
-	}
-}
-
-// leadOne runs one transaction for the calls queued now. As soon as its
-// last statement and COMMIT are sent, it hands the turn to lead to the
-// first queued call without one: the next transaction runs while this
-// one's commit is flushed.
-func (gr *group) leadOne() {
-	gr.mu.Lock()
-	n := min(len(gr.queue), maxGroup)
-	calls := make([]*grouped, n)
-	copy(calls, gr.queue)
-	gr.queue = append(gr.queue[:0:0], gr.queue[n:]...)
-	gr.mu.Unlock()
-
-	var once sync.Once
-	handOff := func() { once.Do(gr.handOff) }
-	defer handOff()
-	defer func() {
-		for _, g := range calls {
-			close(g.done)
-		}
-	}()
-	if len(calls) > 0 {
-		gr.s.commitGroup(calls, handOff)
-	}
-}
-
-// handOff passes a turn to lead to the first queued call without one, or
-// gives it up when there is none.
-func (gr *group) handOff() {
-	gr.mu.Lock()
-	defer gr.mu.Unlock()
-	for _, g := range gr.queue {
-		if !g.promoted {
-			g.promoted = true
-			g.lead <- struct{}{}
-			return
-		}
-	}
-	gr.leaders--
+	g := &grouped{ctx: ctx, p: p, scope: scope, c: *c, in: in}
+	gr.b.do(g)
+	c.counted = g.c.counted
+	return g.out, g.err, !g.alone
 }
 
 // member is a call in a group transaction, once decided.

@@ -3,8 +3,11 @@ package proposals_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatehouse/gatehouse/internal/proposals"
 	"github.com/gatehouse/gatehouse/internal/tools"
@@ -109,5 +112,97 @@ func TestOutsideRead_WhatACallWritesIsOneTransaction(t *testing.T) {
 	}
 	if rows, txs := written(t); rows != 2 || txs != 3 {
 		t.Fatalf("the refused call wrote %d rows in %d transactions of its own, want its audit row and receipt in 1", rows, txs-2)
+	}
+}
+
+// proposeQueued starts calls while the outside records' writer is held,
+// waits until their records all wait for it, and returns what the calls
+// then answer once it is released, after between (if any) has run.
+func proposeQueued(t *testing.T, f *fixture, calls []proposals.Together, between func()) ([]proposals.Proposal, []error) {
+	t.Helper()
+	release := f.props.HoldOutsideRecords()
+	outs, errs := make([]proposals.Proposal, len(calls)), make([]error, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() { outs[i], errs[i] = f.props.Propose(context.Background(), c.P, c.Scope, c.In) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.props.QueuedOutsideRecords() < len(calls) {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatalf("%d of %d records queued", f.props.QueuedOutsideRecords(), len(calls))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if between != nil {
+		between()
+	}
+	release()
+	wg.Wait()
+	return outs, errs
+}
+
+// Outside reads whose records arrive while another is being written share
+// one statement, one commit: each with its proposal, audit row and
+// receipt, exactly as alone, and their receipts chain like any others.
+func TestOutsideRead_RecordsThatArriveTogetherShareAStatement(t *testing.T) {
+	t.Parallel()
+	f, _ := outsideReadFixture(t)
+	f.props.SetGroupCommit(1)
+	conv := proposals.InConversation(f.conversation(t, "auto"))
+	var calls []proposals.Together
+	for i := range 5 {
+		calls = append(calls, proposals.Together{P: f.agent, Scope: conv, In: proposals.Input{Tool: "files.read",
+			Arguments: json.RawMessage(fmt.Sprintf(`{"path": "%d.txt"}`, i)), Rationale: "the owner asked for the files"}})
+	}
+	outs, errs := proposeQueued(t, f, calls, nil)
+	for i := range calls {
+		if errs[i] != nil || outs[i].Status != proposals.StatusApplied || string(outs[i].Result) == "" {
+			t.Fatalf("call %d: %q %v", i, outs[i].Status, errs[i])
+		}
+	}
+	var txs int
+	if err := f.pool.QueryRow(context.Background(), "SELECT count(DISTINCT xmin::text) FROM proposals").Scan(&txs); err != nil {
+		t.Fatal(err)
+	}
+	if c := countRows(t, f); c.proposals != 5 || c.audit != 5 || c.receipts != 5 || txs != 1 {
+		t.Errorf("5 records together wrote %+v in %d transactions, want 5 proposals, audit rows and receipts in 1", c, txs)
+	}
+	chainVerifies(t, f)
+}
+
+// A record the database refuses (here, its conversation was deleted while
+// its read was out) fails only its own call: the others in its statement
+// are written again, each alone.
+func TestOutsideRead_ARecordThatFailsFailsOnlyItsCall(t *testing.T) {
+	t.Parallel()
+	f, _ := outsideReadFixture(t)
+	f.props.SetGroupCommit(1)
+	kept, gone := f.conversation(t, "auto"), f.conversation(t, "auto")
+	read := proposals.Input{Tool: "files.read", Arguments: json.RawMessage(`{"path": "a.txt"}`), Rationale: "the owner asked for the file"}
+	calls := []proposals.Together{
+		{P: f.agent, Scope: proposals.InConversation(kept), In: read},
+		{P: f.agent, Scope: proposals.InConversation(gone), In: read},
+		{P: f.agent, Scope: proposals.InConversation(kept), In: read},
+		{P: f.agent, Scope: proposals.InConversation(kept), In: read},
+	}
+	outs, errs := proposeQueued(t, f, calls, func() {
+		if _, err := f.pool.Exec(context.Background(), "DELETE FROM conversations WHERE id = $1", gone); err != nil {
+			t.Error(err)
+		}
+	})
+	for i := range calls {
+		if i == 1 {
+			if errs[i] == nil {
+				t.Errorf("the call whose conversation was deleted was recorded: %s", outs[i].Status)
+			}
+			continue
+		}
+		if errs[i] != nil || outs[i].Status != proposals.StatusApplied {
+			t.Errorf("call %d failed with another's record: %q %v", i, outs[i].Status, errs[i])
+		}
+	}
+	if c := countRows(t, f); c.proposals != 3 || c.audit != 3 || c.receipts != 3 {
+		t.Errorf("wrote %+v, want the 3 calls that ran, each whole", c)
 	}
 }

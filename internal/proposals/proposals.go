@@ -198,8 +198,10 @@ type Service struct {
 	// announcer tells live pages what changed, after each commit (nil:
 	// nobody is told, as in tests that need no live pages).
 	announcer events.Announcer
-	// group lets automatic calls share a transaction (nil: off).
-	group *group
+	// group lets automatic calls share a transaction, and outside the
+	// records of outside reads share a statement (nil: off).
+	group   *group
+	outside *batcher[*outsideRecord]
 	// cursorKey signs the approvals queue's cursors.
 	cursorKey *cursor.Key
 	// grantsSvc creates the grants chosen with an approval (grants.go).
