@@ -220,10 +220,14 @@ func (s *Service) recordOutside(ctx context.Context, rec db.RecordAutoCallParams
 	if s.outside == nil {
 		return s.q.RecordAutoCall(ctx, rec)
 	}
-	r := &outsideRecord{ctx: ctx, rec: rec}
+	// Not written until a write says so (one that panicked says nothing).
+	r := &outsideRecord{ctx: ctx, rec: rec, err: errNotRecorded}
 	s.outside.do(r)
 	return r.createdAt, r.err
 }
+
+// errNotRecorded is a record whose statement never said it was written.
+var errNotRecorded = errors.New("proposals: the call's record was not written")
 
 // writeOutsideRecords writes a batch of outside reads' records (see
 // recordOutside).
@@ -251,7 +255,7 @@ func (s *Service) writeOutsideRecords(recs []*outsideRecord, _ func()) {
 	switch {
 	case err == nil && int(res.Recorded) == len(recs):
 		for _, r := range recs {
-			r.createdAt = res.CreatedAt
+			r.createdAt, r.err = res.CreatedAt, nil
 		}
 		return
 	case err == nil:

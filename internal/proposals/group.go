@@ -46,7 +46,6 @@ import (
 // already writing (at most writers of them at once). One client alone
 // never waits for anybody, and its call is the single path's.
 type group struct {
-	s *Service
 	b batcher[*grouped]
 }
 
@@ -78,7 +77,7 @@ func (s *Service) SetGroupCommit(writers int) {
 		s.group, s.outside = nil, nil
 		return
 	}
-	s.group = &group{s: s, b: batcher[*grouped]{writers: writers, max: maxGroup, write: s.commitGroup}}
+	s.group = &group{b: batcher[*grouped]{writers: writers, max: maxGroup, write: s.commitGroup}}
 	s.outside = &batcher[*outsideRecord]{writers: writers, max: maxGroup, write: s.writeOutsideRecords}
 }
 
