@@ -9,9 +9,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gatehouse/gatehouse/db"
+	"github.com/gatehouse/gatehouse/internal/apperr"
 	"github.com/gatehouse/gatehouse/internal/audit"
 	"github.com/gatehouse/gatehouse/internal/auth"
 	"github.com/gatehouse/gatehouse/internal/policy"
@@ -147,7 +149,7 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 			return s.recordOutside(ctx, rec)
 		})
 		if err != nil {
-			return Proposal{}, unknownOutcome(id, err)
+			return Proposal{}, s.scopeGone(p, id, tool, unknownOutcome(id, err))
 		}
 		out.Decision, out.EffectDecision = &d.Decision, &d.Decision
 		s.announce(announced(params), false)
@@ -155,7 +157,7 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 	}
 	out, err := s.recordAuto(ctx, q, p, id, params, tool, result, failure, false, created)
 	if err != nil {
-		return Proposal{}, err
+		return Proposal{}, s.scopeGone(p, id, tool, err)
 	}
 	if err := idem.link(ctx, q, out.ID); err != nil {
 		return Proposal{}, err
@@ -166,6 +168,29 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 	out.Decision, out.EffectDecision = &d.Decision, &d.Decision
 	s.announce(announced(params), false)
 	return out, nil
+}
+
+// scopeGone is err, or, when the call's record was refused because its
+// conversation or notebook was deleted while the tool ran outside, an
+// error that says so (404, not an internal error): the tool was called,
+// its answer is not returned, and nothing of the call is recorded, since
+// what it was recorded in is gone. The log keeps that it ran.
+func (s *Service) scopeGone(p auth.Principal, id uuid.UUID, tool *tools.Tool, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23503" { // foreign_key_violation
+		return err
+	}
+	scope := "conversation"
+	switch pe.ConstraintName {
+	case "proposals_conversation_scope_fkey":
+	case "proposals_notebook_scope_fkey":
+		scope = "notebook"
+	default:
+		return err
+	}
+	s.log.Warn("proposals: a call ran outside but its "+scope+" was deleted meanwhile; not recorded",
+		"proposal", id, "tool", tool.Name, "workspace", p.WorkspaceID, "user", p.UserID)
+	return apperr.Errorf(apperr.ENOTFOUND, "The %s was deleted while this call was at %s: it ran, but its answer is not returned and the call is not recorded.", scope, tool.Name)
 }
 
 // announced is what the announcement of a recorded call needs to know.
