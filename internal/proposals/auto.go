@@ -127,7 +127,7 @@ func (s *Service) readOutside(ctx context.Context, tx pgx.Tx, p auth.Principal, 
 	// tool's recorder writes nothing (an upstream's answer) and no
 	// idempotency key is linked, the call's record is one statement on its
 	// own (RecordAutoCall is atomic), one round trip instead of three.
-	rtx := &lazyTx{pool: s.pool}
+	rtx := s.lazyCall()
 	defer rtx.Rollback(ctx)
 	q := db.New(rtx)
 	var result []byte

@@ -85,12 +85,8 @@ func (s *Service) decide(ctx context.Context, q *db.Queries, p auth.Principal, s
 // write as they would in one transaction with it.
 func (s *Service) beginDeciding(ctx context.Context, p auth.Principal, scope Scope, tool *tools.Tool) (*callTx, decisionRows, error) {
 	if tool.Outside() && tool.Contract.Authority == policy.AuthorityRead {
-		tx, err := s.acquireCall(ctx)
-		if err != nil {
-			return nil, decisionRows{}, fmt.Errorf("proposals: acquire: %w", err)
-		}
-		rc, err := s.readForDecision(ctx, db.New(tx.conn), p, scope, tool)
-		return tx, rc, err
+		rc, err := s.readForDecision(ctx, s.q, p, scope, tool)
+		return s.lazyCall(), rc, err
 	}
 	tx, b, err := s.beginCall(ctx)
 	if err != nil {

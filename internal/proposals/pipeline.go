@@ -66,10 +66,14 @@ func (r errRow) Scan(...any) error { return r.err }
 // call's first query (beginning) and able to send COMMIT with its last
 // one (committing). It is pgx's own transaction underneath; what it adds
 // is owning the connection, so that a COMMIT sent in a batch can end the
-// transaction without another round trip.
+// transaction without another round trip. One from lazyCall takes its
+// connection and begins with its first statement instead, so that a path
+// which may write nothing need not open a transaction.
 type callTx struct {
 	pgx.Tx
 	conn *pgxpool.Conn
+	// pool is where a lazyCall's connection comes from.
+	pool *pgxpool.Pool
 	done bool
 }
 
@@ -88,24 +92,27 @@ func (s *Service) beginCall(ctx context.Context) (*callTx, *beginning, error) {
 	}}, nil
 }
 
-// acquireCall is a call's transaction that begins with its first
-// statement (see begin), on a connection taken now.
-func (s *Service) acquireCall(ctx context.Context) (*callTx, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &callTx{conn: conn}, nil
-}
+// lazyCall is a call's transaction that takes a connection and begins
+// with its first statement (see begin), if one comes.
+func (s *Service) lazyCall() *callTx { return &callTx{pool: s.pool} }
 
-// begin begins the transaction of a callTx from acquireCall, if no
-// statement has yet.
+// begun reports whether the transaction began.
+func (t *callTx) begun() bool { return t.Tx != nil }
+
+// begin begins a lazyCall's transaction, if no statement has yet.
 func (t *callTx) begin(ctx context.Context) error {
 	switch {
 	case t.done:
 		return pgx.ErrTxClosed
 	case t.Tx != nil:
 		return nil
+	}
+	if t.conn == nil {
+		conn, err := t.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("proposals: acquire: %w", err)
+		}
+		t.conn = conn
 	}
 	tx, err := t.conn.Begin(ctx)
 	if err != nil {
@@ -144,11 +151,17 @@ func (t *callTx) Begin(ctx context.Context) (pgx.Tx, error) {
 	return t.Tx.Begin(ctx)
 }
 
-// Conn is the call's connection, whether or not its transaction began.
-func (t *callTx) Conn() *pgx.Conn { return t.conn.Conn() }
+// Conn is the call's connection (nil before a lazyCall's first
+// statement).
+func (t *callTx) Conn() *pgx.Conn {
+	if t.conn == nil {
+		return nil
+	}
+	return t.conn.Conn()
+}
 
 // Commit commits the transaction; one that never began (nothing was
-// written: see acquireCall) only gives its connection back.
+// written: see lazyCall) only gives its connection back, if it had one.
 func (t *callTx) Commit(ctx context.Context) error {
 	if t.done {
 		return pgx.ErrTxClosed
@@ -177,7 +190,9 @@ func (t *callTx) Rollback(ctx context.Context) error {
 func (t *callTx) release() {
 	if !t.done {
 		t.done = true
-		t.conn.Release() // a connection left in a transaction is destroyed, not reused
+		if t.conn != nil {
+			t.conn.Release() // a connection left in a transaction is destroyed, not reused
+		}
 	}
 }
 
@@ -330,63 +345,4 @@ func unknownOutcome(id uuid.UUID, err error) error {
 		return &OutcomeUnknownError{ProposalID: id, Err: err}
 	}
 	return err
-}
-
-// lazyTx is a db.DBTX whose transaction begins with its first statement
-// (pgx's own underneath), so that a path which may write nothing before
-// its one last statement need not open one (see readOutside).
-type lazyTx struct {
-	pool *pgxpool.Pool
-	tx   pgx.Tx
-}
-
-func (l *lazyTx) begun() bool { return l.tx != nil }
-
-func (l *lazyTx) begin(ctx context.Context) error {
-	if l.tx != nil {
-		return nil
-	}
-	tx, err := l.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("proposals: begin: %w", err)
-	}
-	l.tx = tx
-	return nil
-}
-
-func (l *lazyTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := l.begin(ctx); err != nil {
-		return pgconn.CommandTag{}, err
-	}
-	return l.tx.Exec(ctx, sql, args...)
-}
-
-func (l *lazyTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := l.begin(ctx); err != nil {
-		return nil, err
-	}
-	return l.tx.Query(ctx, sql, args...)
-}
-
-func (l *lazyTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := l.begin(ctx); err != nil {
-		return errRow{err}
-	}
-	return l.tx.QueryRow(ctx, sql, args...)
-}
-
-// Commit commits the transaction, if one began.
-func (l *lazyTx) Commit(ctx context.Context) error {
-	if l.tx == nil {
-		return nil
-	}
-	return l.tx.Commit(ctx)
-}
-
-// Rollback rolls the transaction back, if one began and is still open.
-func (l *lazyTx) Rollback(ctx context.Context) error {
-	if l.tx == nil {
-		return nil
-	}
-	return l.tx.Rollback(ctx)
 }
