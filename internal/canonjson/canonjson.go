@@ -490,10 +490,31 @@ func cutByte(s []byte, sep byte) (before, after []byte, found bool) {
 	return s, nil, false
 }
 
+// AppendString appends s to dst as a JSON string in its canonical form
+// (RFC 8785: only '"', '\\' and the control characters escaped). A byte
+// of s that is not part of valid UTF-8 is written as U+FFFD, as
+// encoding/json writes it.
+func AppendString(dst []byte, s string) []byte {
+	if utf8.ValidString(s) {
+		return appendString(dst, s)
+	}
+	valid := make([]byte, 0, len(s)+8)
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			valid = utf8.AppendRune(valid, utf8.RuneError)
+		} else {
+			valid = append(valid, s[i:i+n]...)
+		}
+		i += n
+	}
+	return appendString(dst, valid)
+}
+
 // appendString writes s with only the escapes JCS requires: the quote,
 // the backslash, and control characters (\b \t \n \f \r by name, the rest
 // as \u00xx).
-func appendString(b []byte, s []byte) []byte {
+func appendString[S string | []byte](b []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0

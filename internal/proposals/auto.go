@@ -341,8 +341,9 @@ func (s *Service) autoRecord(p auth.Principal, id uuid.UUID, params db.InsertPro
 	shape := db.Proposal{ID: id, WorkspaceID: params.WorkspaceID, Tool: params.Tool, ActionClass: params.ActionClass,
 		Decision: params.Decision, EffectDecision: params.Decision, Arguments: params.Arguments, Rationale: params.Rationale}
 	now := time.Now()
-	// The content hash is the sequencer's to compute, in its batch.
-	rc, err := receipts.PrepareUnhashed(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(path), shape, failure), now)
+	// The content hash is the sequencer's to compute, in its batch; the
+	// arguments are the call's as compact checked them a moment ago.
+	rc, err := receipts.PrepareFresh(params.WorkspaceID, s.receiptFor(p, receipts.KindExecution, receiptPath(path), shape, failure), now)
 	if err != nil {
 		return db.RecordAutoCallParams{}, db.Proposal{}, err
 	}

@@ -154,10 +154,22 @@ type Prepared struct {
 // PrepareUnhashed fills c's ReceiptID, WorkspaceID and Time and encodes
 // what is stored: the content as is and the metadata. The content's
 // canonical form (RFC 8785) and its hash are the sequencer's to compute, in
-// its batch, off the call path. A caller that writes the receipt with other
-// statements in one round trip (the automatic path) uses it; Record does
-// both.
+// its batch, off the call path. Record uses it, and writes the receipt.
 func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
+	return prepare(workspaceID, c, now, true)
+}
+
+// PrepareFresh is PrepareUnhashed for content whose arguments are a call's
+// as it was just proposed, which every path to a proposal checks as
+// strictly as hashable would and more (strictjson with its default
+// limits: proposals' compact): the content is not scanned again. The
+// automatic path, which writes the receipt with the call's other rows in
+// one statement, uses it.
+func PrepareFresh(workspaceID uuid.UUID, c Content, now time.Time) (Prepared, error) {
+	return prepare(workspaceID, c, now, false)
+}
+
+func prepare(workspaceID uuid.UUID, c Content, now time.Time, check bool) (Prepared, error) {
 	// Time-ordered (UUIDv7): a new receipt's key lands at the right edge
 	// of the primary key's index instead of on a random page.
 	id, err := uuid.NewV7()
@@ -166,22 +178,98 @@ func PrepareUnhashed(workspaceID uuid.UUID, c Content, now time.Time) (Prepared,
 	}
 	c.ReceiptID, c.WorkspaceID = id.String(), workspaceID.String()
 	c.Time = now.UTC().Format(time.RFC3339Nano)
-	contentJSON, err := json.Marshal(c)
+	contentJSON, err := c.encode()
 	if err != nil {
 		return Prepared{}, fmt.Errorf("receipts: encode: %w", err)
 	}
-	if err := hashable(contentJSON); err != nil {
-		return Prepared{}, err
+	if check {
+		if err := hashable(contentJSON); err != nil {
+			return Prepared{}, err
+		}
 	}
-	meta, err := json.Marshal(Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time})
-	if err != nil {
-		return Prepared{}, fmt.Errorf("receipts: encode metadata: %w", err)
-	}
+	meta := Metadata{WorkspaceID: c.WorkspaceID, Kind: c.Kind, ProposalID: c.ProposalID, ActionClass: c.ActionClass, Time: c.Time}
 	var proposal uuid.NullUUID
 	if pid, err := uuid.Parse(c.ProposalID); err == nil {
 		proposal = uuid.NullUUID{UUID: pid, Valid: true}
 	}
-	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, Metadata: meta}, nil
+	return Prepared{ID: id, Kind: c.Kind, ProposalID: proposal, ActionClass: c.ActionClass, Content: contentJSON, Metadata: meta.encode()}, nil
+}
+
+// encode is json.Marshal(c), written directly for the fields an execution
+// or refusal has (every call's receipt: encoding/json compacted the
+// arguments and decisions, already compact, once more): the same members
+// with the same omissions, each string a JSON string of the same value
+// (invalid UTF-8 as U+FFFD), so the same canonical form and hash.
+// A content with a change (settings, roles, violations: rare) goes
+// through encoding/json.
+func (c *Content) encode() ([]byte, error) {
+	if c.Change != nil {
+		return json.Marshal(c)
+	}
+	b := make([]byte, 0, 256+len(c.DecisionAtPropose)+len(c.DecisionAtEffect)+len(c.Arguments)+len(c.ArgumentsBefore)+len(c.Rationale)+len(c.Reason))
+	b = appendMember(b, '{', "receipt_id", c.ReceiptID)
+	b = appendMember(b, ',', "workspace_id", c.WorkspaceID)
+	b = appendMember(b, ',', "kind", c.Kind)
+	b = appendOptional(b, "outcome", c.Outcome)
+	b = appendOptional(b, "proposal_id", c.ProposalID)
+	b = append(b, `,"actor":`...)
+	b = appendMember(b, '{', "kind", c.Actor.Kind)
+	b = appendOptional(b, "user_id", c.Actor.UserID)
+	b = appendOptional(b, "token_id", c.Actor.TokenID)
+	b = appendOptional(b, "role", c.Actor.Role)
+	b = append(b, '}')
+	b = appendOptional(b, "action_class", c.ActionClass)
+	b = appendOptional(b, "tool", c.Tool)
+	for _, m := range [...]struct {
+		name string
+		raw  json.RawMessage
+	}{{"decision_at_propose", c.DecisionAtPropose}, {"decision_at_effect", c.DecisionAtEffect}, {"arguments", c.Arguments}, {"arguments_before", c.ArgumentsBefore}} {
+		if len(m.raw) == 0 {
+			continue // omitempty
+		}
+		// As they are: JSON the service wrote, or arguments every path
+		// checked strictly (hashable scans the whole content again where
+		// that may not hold; PostgreSQL refuses anything else, and the
+		// statement writes nothing).
+		b = append(b, ',', '"')
+		b = append(b, m.name...)
+		b = append(b, '"', ':')
+		b = append(b, m.raw...)
+	}
+	b = appendOptional(b, "tools_hash", c.ToolsHash)
+	b = appendOptional(b, "rationale", c.Rationale)
+	b = appendOptional(b, "reason", c.Reason)
+	b = appendMember(b, ',', "time", c.Time)
+	return append(b, '}'), nil
+}
+
+// encode is json.Marshal(m), written directly.
+func (m *Metadata) encode() []byte {
+	b := make([]byte, 0, 192)
+	b = appendMember(b, '{', "workspace_id", m.WorkspaceID)
+	b = appendMember(b, ',', "kind", m.Kind)
+	b = appendOptional(b, "proposal_id", m.ProposalID)
+	b = appendOptional(b, "action_class", m.ActionClass)
+	b = appendMember(b, ',', "time", m.Time)
+	return append(b, '}')
+}
+
+// appendMember appends sep, the member's name (a plain ASCII literal) and
+// its string value.
+func appendMember(b []byte, sep byte, name, value string) []byte {
+	b = append(b, sep, '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return canonjson.AppendString(b, value)
+}
+
+// appendOptional is appendMember after a member, for a string that is
+// omitted when empty (omitempty).
+func appendOptional(b []byte, name, value string) []byte {
+	if value == "" {
+		return b
+	}
+	return appendMember(b, ',', name, value)
 }
 
 // contentLimits bound what a receipt may hold: well inside what RFC 8785
