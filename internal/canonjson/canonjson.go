@@ -113,11 +113,11 @@ func (p *parser) value(depth int) error {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
-		s, err := p.str(false)
+		s, plain, err := p.str(false)
 		if err != nil {
 			return err
 		}
-		p.out = appendString(p.out, s)
+		p.out = appendStr(p.out, s, plain)
 		return nil
 	case c == 't':
 		return p.literal("true")
@@ -165,7 +165,7 @@ func (p *parser) object(depth int) error {
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
 			return p.errorf("expected a member name")
 		}
-		name, err := p.str(true)
+		name, plain, err := p.str(true)
 		if err != nil {
 			return err
 		}
@@ -179,7 +179,7 @@ func (p *parser) object(depth int) error {
 			p.out = append(p.out, ',')
 		}
 		start := len(p.out)
-		p.out = appendString(p.out, name)
+		p.out = appendStr(p.out, name, plain)
 		p.out = append(p.out, ':')
 		if err := p.value(depth + 1); err != nil {
 			return err
@@ -200,10 +200,7 @@ func (p *parser) object(depth int) error {
 		break
 	}
 	members := p.members[mbase:]
-	sorted := slices.IsSortedFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
-	if !sorted {
-		slices.SortFunc(members, func(a, b member) int { return compareUTF16(a.name, b.name) })
-	}
+	sorted := sortMembers(members)
 	for i := 1; i < len(members); i++ {
 		if bytes.Equal(members[i].name, members[i-1].name) {
 			return p.errorf("duplicate member name %q", members[i].name)
@@ -222,6 +219,29 @@ func (p *parser) object(depth int) error {
 	}
 	p.out = append(p.out, '}')
 	return nil
+}
+
+// sortMembers puts members in JCS order and reports whether they were in
+// it already. An object's few members (a receipt's content has about
+// fifteen) are sorted in place by insertion, which costs a sorted list
+// one comparison a member; many, by slices.SortFunc.
+func sortMembers(members []member) (sorted bool) {
+	if len(members) > 24 {
+		cmp := func(a, b member) int { return compareUTF16(a.name, b.name) }
+		if slices.IsSortedFunc(members, cmp) {
+			return true
+		}
+		slices.SortFunc(members, cmp)
+		return false
+	}
+	sorted = true
+	for i := 1; i < len(members); i++ {
+		for j := i; j > 0 && compareUTF16(members[j].name, members[j-1].name) < 0; j-- {
+			members[j], members[j-1] = members[j-1], members[j]
+			sorted = false
+		}
+	}
+	return sorted
 }
 
 func (p *parser) array(depth int) error {
@@ -261,26 +281,33 @@ func (p *parser) array(depth int) error {
 // str reads a JSON string at pos and returns its value: the input's own
 // bytes when it has no escapes; else, unescaped, a buffer of its own for
 // a member name (kept until its object is written: keep) or the parser's
-// buffer, valid until the next string, for a value.
-func (p *parser) str(keep bool) ([]byte, error) {
+// buffer, valid until the next string, for a value. plain says the value
+// has nothing the canonical form escapes (it had no escapes, so no quote,
+// backslash or control character): it is written as it is.
+func (p *parser) str(keep bool) (s []byte, plain bool, err error) {
 	p.pos++ // "
 	start := p.pos
-	// Fast path: no escapes.
+	// Fast path: no escapes. Only a string with a byte past ASCII needs
+	// its UTF-8 checked.
+	ascii := true
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		if c == '"' {
 			s := p.in[start:p.pos:p.pos]
-			if !utf8.Valid(s) {
-				return nil, p.errorf("invalid UTF-8 in a string")
+			if !ascii && !utf8.Valid(s) {
+				return nil, false, p.errorf("invalid UTF-8 in a string")
 			}
 			p.pos++
-			return s, nil
+			return s, true, nil
 		}
 		if c == '\\' {
 			break
 		}
 		if c < 0x20 {
-			return nil, p.errorf("control character in a string")
+			return nil, false, p.errorf("control character in a string")
+		}
+		if c >= utf8.RuneSelf {
+			ascii = false
 		}
 		p.pos++
 	}
@@ -299,11 +326,11 @@ func (p *parser) str(keep bool) ([]byte, error) {
 		case c == '"':
 			p.pos++
 			if !utf8.Valid(buf) {
-				return nil, p.errorf("invalid UTF-8 in a string")
+				return nil, false, p.errorf("invalid UTF-8 in a string")
 			}
-			return buf, nil
+			return buf, false, nil
 		case c < 0x20:
-			return nil, p.errorf("control character in a string")
+			return nil, false, p.errorf("control character in a string")
 		case c != '\\':
 			buf = append(buf, c)
 			p.pos++
@@ -330,25 +357,25 @@ func (p *parser) str(keep bool) ([]byte, error) {
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return nil, p.errorf("invalid \\u escape")
+				return nil, false, p.errorf("invalid \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
 				if r >= 0xDC00 || p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
-					return nil, p.errorf("lone surrogate in a string")
+					return nil, false, p.errorf("lone surrogate in a string")
 				}
 				p.pos += 2
 				r2, ok := p.hex4()
 				if !ok || r2 < 0xDC00 || r2 > 0xDFFF {
-					return nil, p.errorf("lone surrogate in a string")
+					return nil, false, p.errorf("lone surrogate in a string")
 				}
 				r = utf16.DecodeRune(r, r2)
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
-			return nil, p.errorf("invalid escape \\%c", e)
+			return nil, false, p.errorf("invalid escape \\%c", e)
 		}
 	}
-	return nil, p.errorf("unterminated string")
+	return nil, false, p.errorf("unterminated string")
 }
 
 func (p *parser) hex4() (rune, bool) {
@@ -509,6 +536,17 @@ func AppendString(dst []byte, s string) []byte {
 		i += n
 	}
 	return appendString(dst, valid)
+}
+
+// appendStr writes a string str read: as it is between quotes when plain,
+// else with appendString's escapes.
+func appendStr(b, s []byte, plain bool) []byte {
+	if !plain {
+		return appendString(b, s)
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // appendString writes s with only the escapes JCS requires: the quote,

@@ -3,7 +3,9 @@ package canonjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gowebpki/jcs"
@@ -24,6 +26,21 @@ func TestTransform(t *testing.T) {
 		// RFC 8785 §3.2.3: sorted by UTF-16 code units.
 		{`{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}`,
 			"{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u0080\":\"Control\",\"ö\":\"Latin Small Letter O With Diaeresis\",\"€\":\"Euro Sign\",\"😀\":\"Emoji: Grinning Face\",\"\ufb33\":\"Hebrew Letter Dalet With Dagesh\"}"},
+	}
+	// Objects past the few members sorted by insertion, in and out of
+	// order, and one with a duplicate name beyond the first few.
+	many, sorted, dup := []string{}, []string{}, []string{}
+	for i := 40; i > 0; i-- {
+		many = append(many, fmt.Sprintf(`"k%02d":%d`, i, i))
+		dup = append(dup, fmt.Sprintf(`"k%02d":%d`, i%39, i))
+	}
+	for i := 1; i <= 40; i++ {
+		sorted = append(sorted, fmt.Sprintf(`"k%02d":%d`, i, i))
+	}
+	manyIn, manyWant := "{"+strings.Join(many, ",")+"}", "{"+strings.Join(sorted, ",")+"}"
+	cases = append(cases, struct{ in, want string }{manyIn, manyWant}, struct{ in, want string }{manyWant, manyWant})
+	if _, err := Transform([]byte("{" + strings.Join(dup, ",") + "}")); err == nil {
+		t.Error("Transform took 40 members with a duplicate name")
 	}
 	for _, c := range cases {
 		got, err := Transform([]byte(c.in))
